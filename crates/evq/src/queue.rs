@@ -1,0 +1,420 @@
+//! [`EventQueue`]: the paper's explicit event-delivery API over any backend.
+
+use crate::event::NOTIFY_TOKEN;
+use crate::interest_table::{key_fd, InterestTable, Registration, NOTIFY_KEY};
+use crate::sys::{syscall, AnyBackend, BackendKind, Capabilities, Watch};
+use crate::timer_heap::{TimerHeap, TimerId};
+use crate::{Event, Events, Interest, Mode, Notifier, Options, Readiness};
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// Counters a queue keeps about itself (cheap: plain integers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Calls into the kernel's wait (`epoll_wait`, `poll`, `select`), including
+    /// those interrupted or returning nothing.
+    pub waits: u64,
+    /// Events delivered to the application (descriptor, timer and notify).
+    pub events: u64,
+    /// Backend events dropped because their registration was gone or replaced.
+    pub stale_dropped: u64,
+    /// Times the kernel's interest set was rebuilt after stale events (epoll + dup).
+    pub rebuilds: u64,
+}
+
+/// An event queue: declare interest once, then dequeue batches of ready events.
+///
+/// One per thread is the normal use; it is `Send`, so it may be built on one thread
+/// and moved to the one that waits. See the crate documentation for an example.
+pub struct EventQueue {
+    kind: BackendKind,
+    backend: AnyBackend,
+    table: InterestTable,
+    timers: TimerHeap,
+    notifier: Notifier,
+    needs_rebuild: bool,
+    stats: QueueStats,
+}
+
+fn unsupported(kind: BackendKind, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("the {kind} backend cannot deliver {what}; use a backend whose capabilities include it (e.g. epoll)"),
+    )
+}
+
+fn watch(fd: RawFd, key: u64, reg: &Registration) -> Watch {
+    Watch {
+        fd,
+        key,
+        interest: reg.interest,
+        mode: reg.mode,
+        wake_one: reg.wake_one,
+    }
+}
+
+impl EventQueue {
+    /// A queue on the default backend: `EVQ_BACKEND` if set, else the best available.
+    ///
+    /// # Errors
+    /// An unknown or unavailable `EVQ_BACKEND`; the OS error if the kernel objects
+    /// (e.g. `EMFILE`).
+    pub fn new() -> io::Result<EventQueue> {
+        EventQueue::with_backend(BackendKind::from_env_or_best()?)
+    }
+
+    /// A queue on the given backend.
+    ///
+    /// # Errors
+    /// The OS error from creating the backend's kernel object or the notifier.
+    pub fn with_backend(kind: BackendKind) -> io::Result<EventQueue> {
+        let mut backend = kind.open()?;
+        let notifier = Notifier::new()?;
+        let notify_watch = Watch {
+            fd: notifier.raw_fd(),
+            key: NOTIFY_KEY,
+            interest: Interest::READ,
+            mode: Mode::Level,
+            wake_one: false,
+        };
+        backend.add(&notify_watch)?;
+        Ok(EventQueue {
+            kind,
+            backend,
+            table: InterestTable::default(),
+            timers: TimerHeap::default(),
+            notifier,
+            needs_rebuild: false,
+            stats: QueueStats::default(),
+        })
+    }
+
+    /// The backend this queue runs on.
+    pub fn backend(&self) -> BackendKind {
+        self.kind
+    }
+
+    /// What this queue's backend can do.
+    pub fn capabilities(&self) -> Capabilities {
+        self.kind.capabilities()
+    }
+
+    /// Registers, modifies, or (with an empty `interest`) revokes interest in `fd`,
+    /// and returns the descriptor's **current state**.
+    ///
+    /// The state is read *after* the registration is in place, so any change after
+    /// that read produces an event: nothing falls between them unseen (SEEDS 000's
+    /// accept-then-register race). With an edge-capable backend the first event may
+    /// repeat what the state already said; that is the safe direction.
+    ///
+    /// Declaring interest again for a registered fd modifies it (new interest, mode,
+    /// token) and re-arms a oneshot registration.
+    ///
+    /// # Errors
+    /// - `Unsupported` if the backend lacks the mode or wake-one asked for;
+    /// - `EBADF` for a negative or closed fd;
+    /// - the kernel's error otherwise (e.g. `EPERM` from epoll for a regular file),
+    ///   with the previous registration left as it was.
+    pub fn declare_interest(
+        &mut self,
+        fd: RawFd,
+        interest: Interest,
+        options: Options,
+    ) -> io::Result<Readiness> {
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        if fd as u32 == self.notifier.raw_fd() as u32 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "that fd is this queue's own notifier",
+            ));
+        }
+        if interest.is_empty() {
+            self.revoke(fd)?;
+            return syscall::current_state(fd);
+        }
+        let caps = self.kind.capabilities();
+        match options.delivery_mode() {
+            Mode::Level if !caps.level => return Err(unsupported(self.kind, "level mode")),
+            Mode::Event if !caps.event => return Err(unsupported(self.kind, "event (edge) mode")),
+            Mode::Oneshot if !caps.oneshot => return Err(unsupported(self.kind, "oneshot mode")),
+            _ => {}
+        }
+        if options.is_wake_one() && !caps.wake_one {
+            return Err(unsupported(self.kind, "wake-one"));
+        }
+        let reg = Registration {
+            token: options.token(),
+            interest,
+            mode: options.delivery_mode(),
+            wake_one: options.is_wake_one(),
+            armed: true,
+        };
+        match self.table.get(fd).copied() {
+            None => {
+                let key = self.table.insert(fd, reg);
+                if let Err(e) = self.backend.add(&watch(fd, key, &reg)) {
+                    self.table.remove(fd);
+                    return Err(e);
+                }
+            }
+            Some(old) => {
+                let old_watch = watch(fd, self.table.key(fd), &old);
+                let key = self.table.update(fd, reg);
+                if let Err(e) = self.backend.modify(&old_watch, &watch(fd, key, &reg)) {
+                    if syscall::is_open(fd) {
+                        self.table.update(fd, old);
+                    } else {
+                        self.table.remove(fd);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        syscall::current_state(fd)
+    }
+
+    fn revoke(&mut self, fd: RawFd) -> io::Result<()> {
+        if let Some(old) = self.table.get(fd).copied() {
+            let w = watch(fd, self.table.key(fd), &old);
+            self.table.remove(fd);
+            self.backend.remove(&w)?;
+        }
+        Ok(())
+    }
+
+    /// Revokes interest in `fd` (if any) and closes it: the stale-safe way to close a
+    /// registered descriptor. Events already in the kernel for it are never delivered.
+    ///
+    /// # Errors
+    /// `close(2)`'s error. The descriptor is closed (and forgotten) either way.
+    pub fn close(&mut self, fd: RawFd) -> io::Result<()> {
+        let revoked = self.revoke(fd);
+        syscall::syscall!(close(fd))?;
+        revoked
+    }
+
+    /// Drops the registration of an fd the application has already closed (or
+    /// handed to someone else) without making any call on that number. Any event the
+    /// kernel still holds for it is filtered out by generation.
+    pub fn forget(&mut self, fd: RawFd) {
+        if let Some(old) = self.table.get(fd).copied() {
+            let w = watch(fd, self.table.key(fd), &old);
+            self.table.remove(fd);
+            if matches!(self.kind, BackendKind::Epoll) {
+                // Never touch the number in the kernel (it may name another file now);
+                // if epoll still watches the old file, its events are stale and trigger
+                // a rebuild.
+                return;
+            }
+            let _ = self.backend.remove(&w);
+        }
+    }
+
+    /// Number of registered descriptors.
+    pub fn registered(&self) -> usize {
+        self.table.len()
+    }
+
+    /// A handle that wakes this queue from any thread.
+    pub fn notifier(&self) -> Notifier {
+        self.notifier.clone()
+    }
+
+    /// Sets a timer: at `deadline`, `get_next_event` delivers an event with `token`,
+    /// fd -1 and `Readiness::TIMER`.
+    pub fn add_timer(&mut self, deadline: Instant, token: u64) -> TimerId {
+        self.timers.add(deadline, token)
+    }
+
+    /// Sets a timer `after` from now.
+    pub fn add_timer_after(&mut self, after: Duration, token: u64) -> TimerId {
+        let deadline = Instant::now().checked_add(after).unwrap_or_else(far_future);
+        self.timers.add(deadline, token)
+    }
+
+    /// Cancels a timer; false if it already fired or was cancelled.
+    pub fn cancel_timer(&mut self, id: TimerId) -> bool {
+        self.timers.cancel(id)
+    }
+
+    /// Number of pending timers.
+    pub fn timers(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Counters about this queue.
+    pub fn stats(&self) -> QueueStats {
+        self.stats
+    }
+
+    /// Dequeues up to `events.capacity()` events into `events`, returning how many.
+    ///
+    /// Returns at once if anything is ready (it never waits to fill the batch);
+    /// otherwise blocks until something is, a timer expires, a [`Notifier`] fires, or
+    /// `timeout` passes (`None` waits forever, `Some(Duration::ZERO)` only looks).
+    /// Returns `Ok(0)` on timeout. `EINTR` is retried with the time that is left.
+    ///
+    /// Order is FIFO among ready descriptors as far as the backend can know it, and
+    /// a batch smaller than the ready set never starves anyone: later calls get to
+    /// the rest.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a batch of capacity 0; the kernel's error otherwise.
+    pub fn get_next_event(
+        &mut self,
+        events: &mut Events,
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
+        events.clear();
+        if events.capacity() == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "event batch has capacity 0",
+            ));
+        }
+        // `Instant::now()` costs a vDSO call; skip it on the common paths.
+        let needs_clock = self.timers.len() > 0 || matches!(timeout, Some(t) if !t.is_zero());
+        let start = if needs_clock {
+            Some(Instant::now())
+        } else {
+            None
+        };
+        let deadline = match (start, timeout) {
+            (Some(s), Some(t)) => Some(s.checked_add(t).unwrap_or_else(far_future)),
+            _ => None,
+        };
+        loop {
+            let now = if self.timers.len() > 0 {
+                Some(Instant::now())
+            } else {
+                None
+            };
+            if let Some(now) = now {
+                while events.room() > 0 {
+                    match self.timers.pop_expired(now) {
+                        Some(token) => events.push(Event::new(token, -1, Readiness::TIMER)),
+                        None => break,
+                    }
+                }
+            }
+            if events.room() == 0 {
+                break;
+            }
+            let wait_for = if !events.is_empty() {
+                Some(Duration::ZERO)
+            } else {
+                let until_deadline = match (deadline, timeout) {
+                    (Some(d), _) => {
+                        Some(d.saturating_duration_since(now.unwrap_or_else(Instant::now)))
+                    }
+                    (None, t) => t,
+                };
+                match (until_deadline, self.timers.next_deadline(), now) {
+                    (t, Some(next), Some(now)) => {
+                        let until_timer = next.saturating_duration_since(now);
+                        Some(t.map_or(until_timer, |t| t.min(until_timer)))
+                    }
+                    (t, _, _) => t,
+                }
+            };
+            if self.needs_rebuild {
+                self.rebuild()?;
+            }
+            self.stats.waits += 1;
+            let table = &mut self.table;
+            let mut notified = false;
+            let mut stale = 0u64;
+            let result = self.backend.wait(events.room(), wait_for, |ev| {
+                if ev.key == NOTIFY_KEY {
+                    notified = true;
+                    return;
+                }
+                let fd = key_fd(ev.key);
+                match table.current(ev.key) {
+                    Some(_) if ev.gone => {
+                        table.remove(fd);
+                    }
+                    Some(reg) => {
+                        if reg.mode == Mode::Oneshot {
+                            reg.armed = false;
+                        }
+                        events.push(Event::new(reg.token, fd, ev.readiness));
+                    }
+                    None => stale += 1,
+                }
+            });
+            if notified {
+                self.notifier.drain();
+                events.push(Event::new(NOTIFY_TOKEN, -1, Readiness::NOTIFY));
+            }
+            if stale > 0 {
+                self.stats.stale_dropped += stale;
+                self.needs_rebuild = self.kind == BackendKind::Epoll;
+            }
+            match result {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if events.is_empty() {
+                        return Err(e);
+                    }
+                }
+            }
+            if !events.is_empty() {
+                break;
+            }
+            let expired = match (deadline, timeout) {
+                (Some(d), _) => Instant::now() >= d,
+                (None, Some(t)) => t.is_zero(),
+                (None, None) => false,
+            };
+            if expired
+                && self
+                    .timers
+                    .next_deadline()
+                    .is_none_or(|d| d > Instant::now())
+            {
+                break;
+            }
+        }
+        self.stats.events += events.len() as u64;
+        Ok(events.len())
+    }
+
+    fn rebuild(&mut self) -> io::Result<()> {
+        self.needs_rebuild = false;
+        self.stats.rebuilds += 1;
+        let notify = Watch {
+            fd: self.notifier.raw_fd(),
+            key: NOTIFY_KEY,
+            interest: Interest::READ,
+            mode: Mode::Level,
+            wake_one: false,
+        };
+        let watches = self
+            .table
+            .iter()
+            .filter(|(_, _, r)| r.armed)
+            .map(|(fd, key, r)| watch(fd, key, r))
+            .chain(std::iter::once(notify))
+            .collect::<Vec<_>>();
+        self.backend.rebuild(watches.into_iter())
+    }
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+impl std::fmt::Debug for EventQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventQueue")
+            .field("backend", &self.kind)
+            .field("registered", &self.table.len())
+            .field("timers", &self.timers.len())
+            .finish()
+    }
+}
