@@ -10,6 +10,7 @@
 use crate::abi::*;
 use crate::backend;
 use crate::error::{guard, guard_int, last_error, CError};
+use crate::identity::{self, FileIdentities};
 use evq::{EventQueue, Events, Interest, Mode, Notifier, Options};
 use libc::{c_char, c_int, c_uint};
 use std::cell::UnsafeCell;
@@ -25,6 +26,7 @@ pub struct EvqHandle {
 
 struct HandleQueue {
     queue: EventQueue,
+    ids: FileIdentities,
     events: Events,
 }
 
@@ -71,6 +73,7 @@ pub unsafe extern "C" fn evq_open(backend: *const c_char) -> *mut EvqHandle {
         Ok(Box::new(EvqHandle {
             inner: UnsafeCell::new(HandleQueue {
                 queue,
+                ids: FileIdentities::default(),
                 events: Events::with_capacity(64),
             }),
             notifier,
@@ -138,24 +141,12 @@ pub unsafe extern "C" fn evq_declare(
             let hq = unsafe { queue(q)? };
             let interest = Interest::from_bits(interest).ok_or(CError::inval())?;
             let options = mode_options(mode, token)?;
-            if fd < 0 {
-                return Err(CError::badf());
+            let s = identity::declare(&mut hq.queue, &mut hq.ids, fd, interest, options)?;
+            if !state.is_null() {
+                // SAFETY: non-null, and the caller promises a writable unsigned.
+                unsafe { state.write(s.bits()) };
             }
-            match hq.queue.declare_interest(fd, interest, options) {
-                Ok(s) => {
-                    if !state.is_null() {
-                        // SAFETY: non-null, and the caller promises a writable unsigned.
-                        unsafe { state.write(s.bits()) };
-                    }
-                    Ok(EVQ_OK)
-                }
-                Err(e) => {
-                    if e.raw_os_error() == Some(libc::EBADF) {
-                        hq.queue.forget(fd);
-                    }
-                    Err(e.into())
-                }
-            }
+            Ok(EVQ_OK)
         },
     )
 }
@@ -297,6 +288,7 @@ pub unsafe extern "C" fn evq_close_fd(q: *mut EvqHandle, fd: c_int) -> c_int {
             if fd < 0 {
                 return Err(CError::badf());
             }
+            hq.ids.clear(fd);
             hq.queue.close(fd)?;
             Ok(EVQ_OK)
         },
@@ -317,6 +309,7 @@ pub unsafe extern "C" fn evq_forget_fd(q: *mut EvqHandle, fd: c_int) -> c_int {
         || {
             // SAFETY: the caller's contract for `q`.
             let hq = unsafe { queue(q)? };
+            hq.ids.clear(fd);
             hq.queue.forget(fd);
             Ok(EVQ_OK)
         },

@@ -20,6 +20,7 @@ pub mod abi;
 mod backend;
 mod error;
 pub mod handle;
+mod identity;
 pub mod paper;
 
 pub use abi::*;

@@ -16,6 +16,7 @@
 
 use crate::abi::{event_descr_t, paper_mask, EVQ_BATCH_MAX};
 use crate::error::{guard_int, CError};
+use crate::identity::{self, FileIdentities};
 use evq::{EventQueue, Events, Interest, Mode, Options};
 use libc::{c_int, timeval};
 use std::cell::RefCell;
@@ -26,6 +27,7 @@ use std::time::Duration;
 /// The calling thread's queue and the batch reused by `get_next_event`.
 struct DefaultQueue {
     queue: EventQueue,
+    ids: FileIdentities,
     events: Events,
     mode: Mode,
     fork_generation: u64,
@@ -59,6 +61,7 @@ fn open_default() -> Result<DefaultQueue, CError> {
     };
     Ok(DefaultQueue {
         queue,
+        ids: FileIdentities::default(),
         events: Events::with_capacity(64),
         mode,
         fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
@@ -118,24 +121,13 @@ pub unsafe extern "C" fn declare_interest(
                 .ok_or(CError::inval())?;
             with_default(|dq| {
                 let options = Options::new(fd as u64).mode(dq.mode);
-                match dq.queue.declare_interest(fd, interest, options) {
-                    Ok(state) => {
-                        if !statemask.is_null() {
-                            // SAFETY: non-null, and the caller promises it points to a
-                            // writable int.
-                            unsafe { statemask.write(paper_mask(state) as c_int) };
-                        }
-                        Ok(0)
-                    }
-                    Err(e) => {
-                        if e.raw_os_error() == Some(libc::EBADF) {
-                            // A closed fd must leave no registration behind (select and
-                            // poll accept the number before the state read finds it closed).
-                            dq.queue.forget(fd);
-                        }
-                        Err(e.into())
-                    }
+                let state = identity::declare(&mut dq.queue, &mut dq.ids, fd, interest, options)?;
+                if !statemask.is_null() {
+                    // SAFETY: non-null, and the caller promises it points to a
+                    // writable int.
+                    unsafe { statemask.write(paper_mask(state) as c_int) };
                 }
+                Ok(0)
             })
         },
     )
