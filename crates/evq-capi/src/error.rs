@@ -88,3 +88,35 @@ pub(crate) fn guard_int(on_error: fn(i32) -> i32, f: impl FnOnce() -> Result<i32
         Err(e) => on_error(e.code),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_einternal_and_eio() {
+        // Keep the expected panic's message out of the test output.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let result: Result<i32, CError> = guard(|| panic!("boom"));
+        std::panic::set_hook(hook);
+        assert_eq!(result, Err(CError::new(EVQ_EINTERNAL, libc::EIO)));
+        assert_eq!(last_error(), EVQ_EINTERNAL);
+        assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EIO));
+        assert_eq!(guard_int(|code| code, || panic!("again")), EVQ_EINTERNAL);
+    }
+
+    #[test]
+    fn io_errors_map_to_stable_codes() {
+        let os = |n| CError::from(io::Error::from_raw_os_error(n));
+        assert_eq!(os(libc::EBADF), CError::badf());
+        assert_eq!(os(libc::EINVAL), CError::inval());
+        assert_eq!(os(libc::ENOMEM).code, EVQ_ENOMEM);
+        assert_eq!(os(libc::EPERM), CError::new(EVQ_EOS, libc::EPERM));
+        let unsupported = io::Error::new(io::ErrorKind::Unsupported, "no");
+        assert_eq!(
+            CError::from(unsupported),
+            CError::new(EVQ_EUNSUPPORTED, libc::EOPNOTSUPP)
+        );
+    }
+}

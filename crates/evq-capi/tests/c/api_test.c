@@ -367,6 +367,61 @@ static void test_eintr_never_leaks(void)
     sigaction(SIGALRM, &old, NULL);
 }
 
+/* A signal handler that calls in while this thread waits gets EBUSY, and the
+ * interrupted wait goes on undisturbed. */
+static int reentry_fd, reentry_rc, reentry_errno;
+static void on_alarm_reenter(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    reentry_rc = declare_interest(reentry_fd, EVENT_READ, NULL);
+    reentry_errno = errno;
+    errno = saved;
+}
+
+static void test_signal_handler_reentry_is_ebusy(void)
+{
+    int p[2];
+    nonblocking_pipe(p);
+    reentry_fd = p[0];
+    reentry_rc = 0;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm_reenter;
+    sigaction(SIGALRM, &sa, &old);
+    struct itimerval it = {{0, 0}, {0, 50000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    event_descr_t ev[4];
+    CHECK(wait_events(ev, 4, 300) == 0);
+    CHECK(reentry_rc == -1 && reentry_errno == EBUSY);
+    sigaction(SIGALRM, &old, NULL);
+    /* Outside the handler the same call works. */
+    CHECK(declare_interest(p[0], EVENT_READ, NULL) == 0);
+    CHECK(declare_interest(p[0], 0, NULL) == 0);
+    close(p[0]);
+    close(p[1]);
+}
+
+static void test_huge_array_max_is_clamped(void)
+{
+    enum { HUGE = 100000 };
+    event_descr_t *ev = calloc(HUGE, sizeof *ev);
+    int p[2];
+    CHECK(ev != NULL);
+    if (!ev)
+        return;
+    nonblocking_pipe(p);
+    CHECK(declare_interest(p[0], EVENT_READ, NULL) == 0);
+    CHECK(wait_events(ev, HUGE, 0) == 0);
+    CHECK(write(p[1], "x", 1) == 1);
+    int n = wait_events(ev, HUGE, 1000);
+    CHECK(n == 1 && ev[0].fd == p[0]);
+    CHECK(n <= EVQ_BATCH_MAX);
+    close(p[0]);
+    close(p[1]);
+    free(ev);
+}
+
 /* Each thread has its own queue: it sees its own pipe only. */
 enum { THREADS = 4 };
 static int thread_pipes[THREADS][2];
@@ -682,6 +737,8 @@ int main(void)
         {"hangup_reads_as_readable", test_hangup_reads_as_readable},
         {"batches_do_not_starve", test_batches_do_not_starve},
         {"eintr_never_leaks", test_eintr_never_leaks},
+        {"signal_handler_reentry_is_ebusy", test_signal_handler_reentry_is_ebusy},
+        {"huge_array_max_is_clamped", test_huge_array_max_is_clamped},
         {"threads_have_their_own_queues", test_threads_have_their_own_queues},
         {"fork_child_starts_empty", test_fork_child_starts_empty},
         {"handle_open_close", test_handle_open_close},
