@@ -13,7 +13,7 @@ use util::*;
 
 #[test]
 fn declare_interest_returns_current_state() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         let state = q
@@ -39,7 +39,7 @@ fn declare_interest_returns_current_state() {
 /// lost: either the returned state says readable or an event follows.
 #[test]
 fn accept_then_register_race_is_closed() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (conn, _) = listener.accept().unwrap();
@@ -170,7 +170,7 @@ fn oneshot_disarms_until_declared_again() {
 
 #[test]
 fn empty_interest_revokes() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         q.declare_interest(fd(&ours), Interest::READ, Options::new(1))
@@ -191,7 +191,7 @@ fn empty_interest_revokes() {
 
 #[test]
 fn modify_changes_interest_and_token() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, _peer) = pair();
         q.declare_interest(fd(&ours), Interest::READ, Options::new(1))
@@ -209,7 +209,7 @@ fn modify_changes_interest_and_token() {
 
 #[test]
 fn returns_at_once_without_filling_the_batch() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         q.declare_interest(fd(&ours), Interest::READ, Options::new(1))
@@ -227,7 +227,7 @@ fn returns_at_once_without_filling_the_batch() {
 
 #[test]
 fn timeout_expires_with_zero_events() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, _peer) = pair();
         q.declare_interest(fd(&ours), Interest::READ, Options::new(1))
@@ -248,7 +248,7 @@ fn timeout_expires_with_zero_events() {
 
 #[test]
 fn notify_wakes_a_blocked_wait() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let notifier = q.notifier();
         let t = Instant::now();
@@ -303,7 +303,7 @@ fn no_starvation_with_batch_of_one() {
 
 #[test]
 fn one_pending_event_per_descriptor() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         let mode = if kind.capabilities().event {
@@ -354,7 +354,7 @@ fn fifo_among_ready_descriptors() {
 /// An event for a closed-and-reused fd number never reaches the new registration.
 #[test]
 fn closed_and_reused_number_gets_no_stale_event() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         let number = fd(&ours);
@@ -383,7 +383,7 @@ fn closed_and_reused_number_gets_no_stale_event() {
 /// number is closed. Its events are stale and must be dropped (and stop coming).
 #[test]
 fn dup_kept_file_yields_no_stale_events() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         let number = fd(&ours);
@@ -414,7 +414,7 @@ fn dup_kept_file_yields_no_stale_events() {
 /// application did not go through the queue.
 #[test]
 fn plain_close_removes_interest_without_errors_or_spinning() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         let (other, other_peer) = pair();
@@ -436,7 +436,7 @@ fn plain_close_removes_interest_without_errors_or_spinning() {
 
 #[test]
 fn hangup_is_reported() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (mut ours, peer) = pair();
         q.declare_interest(fd(&ours), Interest::READ, Options::new(1))
@@ -450,7 +450,7 @@ fn hangup_is_reported() {
 
 #[test]
 fn timers_fire_in_deadline_order() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let t = Instant::now();
         q.add_timer_after(Duration::from_millis(60), 60);
@@ -480,7 +480,7 @@ extern "C" fn ignore_signal(_: libc::c_int) {}
 
 #[test]
 fn eintr_is_retried_with_the_time_left() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         // SAFETY: installs a no-op handler for SIGUSR2 without SA_RESTART, so a
         // blocked wait sees EINTR; the struct is zeroed then filled.
         unsafe {
@@ -512,7 +512,7 @@ fn eintr_is_retried_with_the_time_left() {
 
 #[test]
 fn unsupported_combinations_fail_clearly() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let caps = kind.capabilities();
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, _peer) = pair();
@@ -531,7 +531,7 @@ fn unsupported_combinations_fail_clearly() {
 
 #[test]
 fn bad_descriptors_are_refused_and_lose_nothing() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         q.declare_interest(fd(&ours), Interest::READ, Options::new(1))
@@ -560,7 +560,7 @@ fn bad_descriptors_are_refused_and_lose_nothing() {
 
 #[test]
 fn descriptors_above_fd_setsize_work() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, peer) = pair();
         // SAFETY: F_DUPFD_CLOEXEC returns a new fd >= 1500 that we then own.
@@ -578,7 +578,7 @@ fn descriptors_above_fd_setsize_work() {
 
 #[test]
 fn regular_files_get_a_clear_answer() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let file = std::fs::File::open("/proc/self/status").unwrap();
         match q.declare_interest(file.as_raw_fd(), Interest::READ, Options::new(1)) {
@@ -643,7 +643,7 @@ fn wake_one_wakes_a_single_waiter() {
 /// registration (found by the C API's tests, where close(2) is the only way).
 #[test]
 fn reused_number_with_old_file_alive_gets_no_stale_event() {
-    for_each_backend(any, |kind| {
+    for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (ours, old_peer) = pair();
         let number = fd(&ours);

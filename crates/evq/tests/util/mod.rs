@@ -59,7 +59,7 @@ pub fn for_each_backend(needs: impl Fn(&Capabilities) -> bool, mut check: impl F
 }
 
 /// Every backend.
-pub fn any(_: &Capabilities) -> bool {
+pub fn every_backend(_: &Capabilities) -> bool {
     true
 }
 
