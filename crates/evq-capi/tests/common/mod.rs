@@ -32,11 +32,17 @@ pub fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // `deps/` holds the same files under the same names; the profile directory is
     // the documented place (and where `make install` takes them from).
-    exe.ancestors()
-        .skip(1)
-        .filter(|dir| !dir.ends_with("deps"))
-        .find(|dir| dir.join("libevqc.so").is_file() && dir.join("libevqc.a").is_file())
+    // `cargo test -p evq-capi` uplifts them into the profile directory; `cargo test
+    // --workspace` may leave them only in `deps/`, so that is the fallback.
+    let has_both = |dir: &Path| dir.join("libevqc.so").is_file() && dir.join("libevqc.a").is_file();
+    let mut dirs = exe.ancestors().skip(1);
+    let deps = exe
+        .parent()
+        .filter(|d| d.ends_with("deps") && has_both(d))
+        .map(Path::to_path_buf);
+    dirs.find(|dir| !dir.ends_with("deps") && has_both(dir))
         .map(Path::to_path_buf)
+        .or(deps)
         .unwrap_or_else(|| panic!("no libevqc.so / libevqc.a above {}", exe.display()))
 }
 
