@@ -38,7 +38,7 @@ pub struct PipebenchArgs {
     #[arg(long, value_delimiter = ',', default_values_t = vec![1, 10, 100, 1000, 10000])]
     fds: Vec<usize>,
     /// Timed iterations per run for O(ready) contenders; O(registered) ones (select,
-    /// poll) run `iters * 1000 / fds` (at least 1000, at most `iters`) so a sweep
+    /// poll) run `iters * 100 / fds` (at least 1000, at most `iters`) so a sweep
     /// to 10,000 descriptors stays short.
     #[arg(long, default_value_t = 20_000)]
     iters: u64,
@@ -283,7 +283,7 @@ pub fn measure(
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); list.len()];
         let iters_for = |c: &Contender| {
             if c.cost_grows_with_fds() {
-                (args.iters * 1000 / fds as u64).clamp(1000.min(args.iters), args.iters)
+                (args.iters * 100 / fds as u64).clamp(1000.min(args.iters), args.iters)
             } else {
                 args.iters
             }

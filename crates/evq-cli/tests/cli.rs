@@ -114,3 +114,29 @@ fn pipebench_table_and_bad_flags() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("limit"));
 }
+
+#[test]
+fn evq_backend_variable_forces_a_backend_and_rejects_unknown_names() {
+    let out = Command::new(env!("CARGO_BIN_EXE_evq"))
+        .args(["backends"])
+        .env("EVQ_BACKEND", "poll")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("poll*")), "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_evq"))
+        .args(["backends", "--json"])
+        .env("EVQ_BACKEND", "nope")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "listing still works");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["default"] == false),
+        "unknown name silently replaced"
+    );
+}

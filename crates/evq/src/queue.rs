@@ -419,6 +419,13 @@ impl EventQueue {
     }
 }
 
+// The queue is built on one thread and moved to the one that waits.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<EventQueue>();
+    assert_send::<Notifier>();
+};
+
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
