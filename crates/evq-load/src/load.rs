@@ -739,9 +739,8 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(io::Error::new(io::ErrorKind::Other, "load thread panicked"))
-                })
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("load thread panicked")))
             })
             .collect()
     });

@@ -122,7 +122,7 @@ pub(crate) const BUCKET_MS: u64 = 100;
 /// A histogram of microseconds, 1 µs to 1 h, 3 significant digits.
 pub(crate) fn micros_histogram() -> io::Result<Histogram<u64>> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3)
-        .map_err(|e| io::Error::new(io::ErrorKind::Other, format!("histogram: {e}")))
+        .map_err(|e| io::Error::other(format!("histogram: {e}")))
 }
 
 /// What one thread counted.
