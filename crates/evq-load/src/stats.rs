@@ -283,10 +283,16 @@ pub struct RateSamples {
 }
 
 impl RateSamples {
-    /// Samples of 5 s as httperf, or of 1 s when the run is shorter than 15 s (so a
-    /// short run still gets a few).
+    /// Samples of 5 s as httperf; shorter runs get 1 s samples (under 15 s) or 0.1 s
+    /// samples (under 3 s), so they still get a few. The summary names the length.
     pub(crate) fn from_buckets(buckets: &[u64], duration_s: f64) -> RateSamples {
-        let interval_s = if duration_s >= 15.0 { 5.0 } else { 1.0 };
+        let interval_s = if duration_s >= 15.0 {
+            5.0
+        } else if duration_s >= 3.0 {
+            1.0
+        } else {
+            BUCKET_MS as f64 / 1000.0
+        };
         let per = ((interval_s * 1000.0) as u64 / BUCKET_MS).max(1) as usize;
         let whole = (duration_s * 1000.0 / BUCKET_MS as f64) as usize / per;
         let samples: Vec<f64> = buckets
@@ -448,7 +454,7 @@ impl LoadReport {
         let r = &self.reply_rate;
         let _ = writeln!(
             s,
-            "Reply rate [replies/s]: min {:.1} avg {:.1} max {:.1} stddev {:.1} ({} samples of {:.0} s)",
+            "Reply rate [replies/s]: min {:.1} avg {:.1} max {:.1} stddev {:.1} ({} samples of {:.1} s)",
             r.min,
             r.avg,
             r.max,
@@ -524,6 +530,8 @@ mod tests {
     fn samples_use_whole_intervals() {
         let buckets = vec![10; 35]; // 3.5 s of 100 replies/s
         let r = RateSamples::from_buckets(&buckets, 3.5);
+        let short = RateSamples::from_buckets(&buckets, 0.35);
+        assert_eq!(short.samples, vec![100.0; 3]);
         assert_eq!(r.interval_s, 1.0);
         assert_eq!(r.samples, vec![100.0, 100.0, 100.0]);
         assert_eq!(r.stddev, 0.0);
