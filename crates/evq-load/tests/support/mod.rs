@@ -62,7 +62,11 @@ pub fn start(b: Behaviour) -> Server {
     let (acc, hd) = (accepted.clone(), held.clone());
     thread::spawn(move || {
         for s in listener.incoming() {
-            let Ok(s) = s else { continue };
+            let Ok(s) = s else {
+                // Out of descriptors (the fd-limit test): wait instead of spinning.
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            };
             acc.fetch_add(1, Ordering::SeqCst);
             if let Behaviour::Hold = b {
                 if let Ok(c) = s.try_clone() {
