@@ -10,6 +10,9 @@
 //!   JSON.
 //! - [`run_dead`]: deadconn (SEEDS 002) and the cold client of SEEDS 000 — hold N idle
 //!   (or partial, or trickling) connections and reopen whatever the server closes.
+//! - [`run_wan`]: client network namespaces ([`NetnsLab`]) behind user-space delay
+//!   relays ([`Relay`]: per-direction delay, jitter, bandwidth), since this kernel has
+//!   no `tc netem`.
 //!
 //! The `evq` binary mounts [`LoadArgs`] and [`DeadArgs`] as `evq load` / `evq dead`
 //! and calls [`load_command`] / [`dead_command`].
@@ -29,21 +32,52 @@ mod config;
 mod dead;
 mod http;
 mod load;
+mod relay;
 mod stats;
 mod sys;
+mod wan;
 
 pub use config::{DeadArgs, DeadConfig, DeadStyle, Distribution, LoadArgs, LoadConfig, LoopMode};
 pub use dead::{run_dead, DeadReport};
 pub use http::{Fed, FramingError, Reply, ResponseReader};
 pub use load::run_load;
+pub use relay::{LinkSpec, Relay, RelayConfig, RelayReport, QUEUE_LIMIT};
 pub use stats::{ErrorCounts, ErrorKind, LoadReport, Percentiles, RateSamples, StatusClasses};
 pub use sys::install_stop_signals;
+pub use wan::{run_wan, Namespace, NetnsLab, WanArgs, WanReport};
 
 use std::io;
 
 fn print_json<T: serde::Serialize>(v: &T) -> io::Result<()> {
     let s = serde_json::to_string_pretty(v).map_err(io::Error::other)?;
     println!("{s}");
+    Ok(())
+}
+
+/// `evq wan`: runs [`run_wan`] (SIGINT/SIGTERM end it early and still clean up) and
+/// prints the report (`--json`) or a line per namespace.
+///
+/// # Errors
+/// [`run_wan`]'s errors.
+pub fn wan_command(args: &WanArgs) -> io::Result<()> {
+    install_stop_signals()?;
+    let report = run_wan(args)?;
+    if args.json {
+        return print_json(&report);
+    }
+    for (i, ns) in report.namespaces.iter().enumerate() {
+        let r = report.relays.get(i).cloned().unwrap_or_default();
+        let code = report.exit_codes.get(i).copied().flatten();
+        println!(
+            "{}: accepted {} upstream-failures {} bytes up {} down {} exit {}",
+            ns.name,
+            r.accepted,
+            r.upstream_failures,
+            r.bytes_to_server,
+            r.bytes_to_client,
+            code.map_or("-".to_string(), |c| c.to_string())
+        );
+    }
     Ok(())
 }
 

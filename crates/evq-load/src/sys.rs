@@ -274,3 +274,10 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
         Ok(n as usize)
     }
 }
+
+/// `shutdown(fd, SHUT_WR)`: sends FIN after queued data; errors are moot (the peer is
+/// gone then, which the next read reports).
+pub(crate) fn shutdown_write(fd: RawFd) {
+    // SAFETY: shutdown only acts on the descriptor, which the caller owns.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}

@@ -20,6 +20,8 @@ enum Command {
     Load(evq_load::LoadArgs),
     /// Hold idle, partial or trickling connections (deadconn).
     Dead(evq_load::DeadArgs),
+    /// Client network namespaces behind delay relays; runs a command in each.
+    Wan(evq_load::WanArgs),
 }
 
 fn main() -> ExitCode {
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Load(a) => evq_load::load_command(a),
         Command::Dead(a) => evq_load::dead_command(a),
+        Command::Wan(a) => evq_load::wan_command(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
