@@ -3,12 +3,14 @@
 //! them so the seeds' command lines carry over.
 
 use clap::{Args, ValueEnum};
+use serde::Serialize;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// How connection start times are spaced in open loop (httperf `--period`'s `d`/`e`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Distribution {
     /// Evenly spaced: one every `1/rate` seconds.
     #[default]
@@ -18,7 +20,8 @@ pub enum Distribution {
 }
 
 /// What starts connections.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LoopMode {
     /// httperf: connections start on a schedule whether or not earlier ones finished.
     Open {
@@ -35,6 +38,7 @@ pub enum LoopMode {
         /// Connections kept open at once, over all threads.
         connections: usize,
         /// Stop after this long (requests in flight then are abandoned, not errors).
+        #[serde(serialize_with = "opt_secs")]
         duration: Option<Duration>,
         /// Stop after starting this many connections in all.
         num_conns: Option<u64>,
@@ -43,7 +47,7 @@ pub enum LoopMode {
 
 /// Everything one load run needs. Build it with [`LoadConfig::open`] /
 /// [`LoadConfig::closed`] and adjust the public fields, or from [`LoadArgs`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LoadConfig {
     /// Server host name or address.
     pub server: String,
@@ -66,8 +70,10 @@ pub struct LoadConfig {
     pub burst_length: u32,
     /// Longest wait for any progress (connect, send, receive); `None` waits forever
     /// (bounded by `max_time`).
+    #[serde(serialize_with = "opt_secs")]
     pub timeout: Option<Duration>,
     /// Added to `timeout` while waiting for the first byte of a reply.
+    #[serde(serialize_with = "secs_f64")]
     pub think_timeout: Duration,
     /// Bind local ports explicitly over 1024–65535 with `SO_REUSEADDR` (httperf
     /// `--hog`) instead of letting `connect` pick from the ephemeral range.
@@ -78,6 +84,7 @@ pub struct LoadConfig {
     pub threads: usize,
     /// Hard wall-clock cap on the run; whatever is still in progress then is counted
     /// as `cutoff`. `None` picks the expected length plus a margin.
+    #[serde(serialize_with = "opt_secs")]
     pub max_time: Option<Duration>,
     /// Draw a progress line on stderr when it is a terminal.
     pub progress: bool,
@@ -173,6 +180,18 @@ impl LoadConfig {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// Durations go to JSON as seconds.
+fn secs_f64<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
     }
 }
 
@@ -383,10 +402,11 @@ pub struct DeadArgs {
     /// Connections to hold.
     #[arg(long, short = 'n', default_value_t = 1000)]
     pub connections: usize,
-    /// Local address to bind; the default keeps the load client's ephemeral ports
-    /// (127.0.0.1's) free. Pass 0.0.0.0 to let the kernel choose.
-    #[arg(long, default_value = "127.0.0.2")]
-    pub source: IpAddr,
+    /// Local address to bind. Default: 127.0.0.2 when the server is on loopback (so
+    /// the load client's ephemeral ports on 127.0.0.1 stay free), else the kernel's
+    /// choice. 0.0.0.0 always means the kernel's choice.
+    #[arg(long)]
+    pub source: Option<IpAddr>,
     /// Send a partial request on each connection and never finish it.
     #[arg(long, conflicts_with = "trickle")]
     pub partial: bool,
@@ -424,10 +444,17 @@ impl DeadArgs {
             }
             (false, None) => DeadStyle::Idle,
         };
-        let source = if self.source.is_unspecified() {
-            None
-        } else {
-            Some(self.source)
+        let source = match self.source {
+            Some(ip) if ip.is_unspecified() => None,
+            Some(ip) => Some(ip),
+            None => {
+                let loopback = self.server == "localhost"
+                    || self
+                        .server
+                        .parse::<IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback() && ip.is_ipv4());
+                loopback.then(|| IpAddr::from([127, 0, 0, 2]))
+            }
         };
         let every = secs("--report-every", self.report_every)?;
         Ok(DeadConfig {
@@ -440,5 +467,107 @@ impl DeadArgs {
             connect_batch: self.connect_batch.max(1),
             report_every: if every.is_zero() { None } else { Some(every) },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct LoadCli {
+        #[command(flatten)]
+        args: LoadArgs,
+    }
+
+    #[derive(Parser)]
+    struct DeadCli {
+        #[command(flatten)]
+        args: DeadArgs,
+    }
+
+    fn load(line: &str) -> Result<LoadConfig, String> {
+        let argv = std::iter::once("load").chain(line.split_whitespace());
+        LoadCli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .args
+            .to_config()
+    }
+
+    #[test]
+    fn seed_002_httperf_line_translates() {
+        let cfg =
+            load("--think-timeout 5 --timeout 5 --num-calls 2500 --num-conns 100 --hog --rate 100")
+                .expect("parses");
+        assert_eq!(
+            cfg.mode,
+            LoopMode::Open {
+                rate: 100.0,
+                dist: Distribution::Fixed,
+                num_conns: 100
+            }
+        );
+        assert_eq!(cfg.num_calls, 2500);
+        assert_eq!(cfg.timeout, Some(Duration::from_secs(5)));
+        assert_eq!(cfg.think_timeout, Duration::from_secs(5));
+        assert!(cfg.hog);
+        // Burst test: --num-calls 2 --num-conns 27000 --hog --rate 5000.
+        let cfg = load("--num-calls 2 --num-conns 27000 --hog --rate 5000").expect("parses");
+        assert_eq!(cfg.num_calls, 2);
+        assert!(cfg.effective_max_time() >= Duration::from_secs_f64(27000.0 / 5000.0));
+    }
+
+    #[test]
+    fn closed_and_sequential_modes() {
+        let cfg = load("--connections 64 --duration 5").expect("parses");
+        assert_eq!(
+            cfg.mode,
+            LoopMode::Closed {
+                connections: 64,
+                duration: Some(Duration::from_secs(5)),
+                num_conns: None
+            }
+        );
+        assert_eq!(cfg.num_calls, 0);
+        let cfg = load("--num-conns 10").expect("parses");
+        assert_eq!(
+            cfg.mode,
+            LoopMode::Closed {
+                connections: 1,
+                duration: None,
+                num_conns: Some(10)
+            }
+        );
+        assert_eq!(cfg.num_calls, 1);
+        assert!(load("--rate 10 --connections 5").is_err());
+        assert!(load("--rate 0").is_err());
+        assert!(load("--rate nan").is_err());
+        assert!(load("--timeout -1").is_err());
+        assert!(load("--burst-length 0").is_err());
+        assert!(load("--uri /a\u{1}b").is_err());
+    }
+
+    #[test]
+    fn dead_source_defaults_to_127_0_0_2_on_loopback_only() {
+        let dead = |line: &str| {
+            let argv = std::iter::once("dead").chain(line.split_whitespace());
+            DeadCli::try_parse_from(argv)
+                .expect("parses")
+                .args
+                .to_config()
+                .expect("valid")
+        };
+        assert_eq!(
+            dead("--server 127.0.0.1").source,
+            Some(IpAddr::from([127, 0, 0, 2]))
+        );
+        assert_eq!(dead("--server 10.1.2.3").source, None);
+        assert_eq!(dead("--server 127.0.0.1 --source 0.0.0.0").source, None);
+        assert_eq!(
+            dead("--trickle 2").style,
+            DeadStyle::Trickle(Duration::from_secs(2))
+        );
+        assert_eq!(dead("--partial").style, DeadStyle::Partial);
     }
 }

@@ -806,5 +806,6 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
         } else {
             0.0
         },
+        config: cfg.clone(),
     })
 }

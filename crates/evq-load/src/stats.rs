@@ -377,6 +377,8 @@ pub struct LoadReport {
     pub cpu_sys_s: f64,
     /// CPU (user+system) per reply, microseconds.
     pub cpu_per_reply_us: f64,
+    /// The configuration that produced these numbers (durations in seconds).
+    pub config: crate::LoadConfig,
 }
 
 impl LoadReport {
