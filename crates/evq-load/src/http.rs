@@ -493,6 +493,51 @@ mod tests {
     }
 
     #[test]
+    fn random_bytes_and_splits_never_panic() {
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let seeds: [&[u8]; 3] = [
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd",
+            b"HTTP/1.0 301 M\r\nConnection: keep-alive, close\r\n\r\nxyz",
+        ];
+        for round in 0..3000 {
+            let mut msg = seeds[round % 3].to_vec();
+            // Mutate a few bytes, sometimes into random garbage.
+            for _ in 0..(next() % 4) {
+                let i = (next() as usize) % msg.len();
+                msg[i] = next() as u8;
+            }
+            if round % 7 == 0 {
+                msg = (0..(next() % 200)).map(|_| next() as u8).collect();
+            }
+            let mut r = ResponseReader::new();
+            let mut data = &msg[..];
+            while !data.is_empty() {
+                let cut = 1 + (next() as usize) % data.len();
+                let mut piece = &data[..cut];
+                data = &data[cut..];
+                while !piece.is_empty() {
+                    match r.feed(piece, round % 5 == 0) {
+                        Ok(fed) if fed.used == 0 && fed.reply.is_none() => break,
+                        Ok(fed) => piece = &piece[fed.used..],
+                        Err(_) => {
+                            piece = &[];
+                            data = &[];
+                        }
+                    }
+                }
+            }
+            let _ = r.eof();
+        }
+    }
+
+    #[test]
     fn garbage_and_truncation_are_errors() {
         let mut r = ResponseReader::new();
         assert!(r.feed(b"\x00\x01garbage\r\n\r\n", false).is_err());
