@@ -33,6 +33,7 @@ mod dead;
 mod http;
 mod load;
 mod relay;
+mod schedule;
 mod stats;
 mod sys;
 mod wan;

@@ -11,8 +11,9 @@
 //! forward and at most one pending timer; when it fires early (the deadline moved),
 //! it is set again for the new deadline. So progress costs no timer operation.
 
-use crate::config::{resolve, Distribution, LoadConfig, LoopMode};
+use crate::config::{resolve, LoadConfig, LoopMode};
 use crate::http::{build_request, Reply, ResponseReader};
+use crate::schedule::{Plan, Step};
 use crate::stats::{ErrorKind, LoadReport, Percentiles, RateSamples, StatusClasses, ThreadStats};
 use crate::sys::{self, LocalBind};
 use evq::{Event, EventQueue, Events, Interest, Mode, Options, TimerId};
@@ -66,85 +67,6 @@ enum Outcome {
     Failed(ErrorKind),
 }
 
-enum Plan {
-    Open {
-        start: Instant,
-        next_s: f64,
-        index: u64,
-        stride: u64,
-        left: u64,
-        rate: f64,
-        dist: Distribution,
-        rng: u64,
-    },
-    Closed {
-        target: usize,
-        conns_left: Option<u64>,
-        until: Option<Instant>,
-        backoff_until: Instant,
-    },
-}
-
-fn share(total: u64, parts: u64, k: u64) -> u64 {
-    total / parts + u64::from(k < total % parts)
-}
-
-impl Plan {
-    fn new(cfg: &LoadConfig, k: usize, start: Instant) -> Plan {
-        let t = cfg.threads as u64;
-        let k64 = k as u64;
-        match &cfg.mode {
-            LoopMode::Open {
-                rate,
-                dist,
-                num_conns,
-            } => {
-                let mut rng = cfg.seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(k64 + 1));
-                if rng == 0 {
-                    rng = 1;
-                }
-                let thread_rate = rate / t as f64;
-                let next_s = match dist {
-                    Distribution::Fixed => k64 as f64 / rate,
-                    Distribution::Poisson => exp_sample(&mut rng, thread_rate),
-                };
-                Plan::Open {
-                    start,
-                    next_s,
-                    index: k64,
-                    stride: t,
-                    left: share(*num_conns, t, k64),
-                    rate: *rate,
-                    dist: *dist,
-                    rng,
-                }
-            }
-            LoopMode::Closed {
-                connections,
-                duration,
-                num_conns,
-            } => Plan::Closed {
-                target: share(*connections as u64, t, k64) as usize,
-                conns_left: num_conns.map(|n| share(n, t, k64)),
-                until: duration.and_then(|d| start.checked_add(d)),
-                backoff_until: start,
-            },
-        }
-    }
-}
-
-/// xorshift64* then an exponential variate with the given rate.
-fn exp_sample(state: &mut u64, rate: f64) -> f64 {
-    let mut x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
-    let u = (r >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
-    -(1.0 - u).ln() / rate
-}
-
 struct Worker<'a> {
     cfg: &'a LoadConfig,
     shared: &'a Shared,
@@ -181,10 +103,8 @@ impl<'a> Worker<'a> {
                 cut_off = true;
                 break;
             }
-            if let Plan::Closed { until: Some(u), .. } = self.plan {
-                if now >= u {
-                    break;
-                }
+            if self.plan.until().is_some_and(|u| now >= u) {
+                break;
             }
             let next_due = self.launch_due(now);
             if self.finished() {
@@ -194,7 +114,7 @@ impl<'a> Worker<'a> {
             if let Some(due) = next_due {
                 wait = wait.min(due.saturating_duration_since(now));
             }
-            if let Plan::Closed { until: Some(u), .. } = self.plan {
+            if let Some(u) = self.plan.until() {
                 wait = wait.min(u.saturating_duration_since(now));
             }
             self.queue.get_next_event(&mut events, Some(wait))?;
@@ -218,69 +138,21 @@ impl<'a> Worker<'a> {
     }
 
     fn finished(&self) -> bool {
-        match &self.plan {
-            Plan::Open { left, .. } => *left == 0 && self.active == 0,
-            Plan::Closed { conns_left, .. } => *conns_left == Some(0) && self.active == 0,
-        }
+        self.active == 0 && self.plan.exhausted()
     }
 
     /// Starts every connection that is due; returns when the next one is due.
     fn launch_due(&mut self, now: Instant) -> Option<Instant> {
         loop {
-            match &mut self.plan {
-                Plan::Open {
-                    start,
-                    next_s,
-                    index,
-                    stride,
-                    left,
-                    rate,
-                    dist,
-                    rng,
-                } => {
-                    if *left == 0 {
-                        return None;
-                    }
-                    let due = start
-                        .checked_add(Duration::from_secs_f64(*next_s))
-                        .unwrap_or(now);
-                    if due > now {
-                        return Some(due);
-                    }
-                    *left -= 1;
-                    *index += *stride;
-                    *next_s = match dist {
-                        Distribution::Fixed => *index as f64 / *rate,
-                        Distribution::Poisson => *next_s + exp_sample(rng, *rate / *stride as f64),
-                    };
-                    self.launch(due, now);
-                }
-                Plan::Closed {
-                    target,
-                    conns_left,
-                    backoff_until,
-                    ..
-                } => {
-                    if self.active >= *target || *conns_left == Some(0) {
-                        return None;
-                    }
-                    if now < *backoff_until {
-                        return Some(*backoff_until);
-                    }
-                    if let Some(l) = conns_left {
-                        *l -= 1;
-                    }
-                    if !self.launch(now, now) {
-                        self.backoff(now);
+            match self.plan.poll(now, self.active) {
+                Step::Launch(intended) => {
+                    if !self.launch(intended, now) {
+                        self.plan.backoff(now);
                     }
                 }
+                Step::WaitUntil(t) => return Some(t),
+                Step::Idle => return None,
             }
-        }
-    }
-
-    fn backoff(&mut self, now: Instant) {
-        if let Plan::Closed { backoff_until, .. } = &mut self.plan {
-            *backoff_until = now + Duration::from_millis(10);
         }
     }
 
@@ -443,7 +315,7 @@ impl<'a> Worker<'a> {
                 self.stats.unanswered += u64::from(c.outstanding);
                 self.fail_start(kind);
                 self.release(slot, c);
-                self.backoff(now);
+                self.plan.backoff(now);
             }
         }
     }
