@@ -14,7 +14,7 @@
 use crate::config::{resolve, LoadConfig, LoopMode};
 use crate::http::{build_request, Reply, ResponseReader};
 use crate::schedule::{Plan, Step};
-use crate::stats::{ErrorKind, LoadReport, Percentiles, RateSamples, StatusClasses, ThreadStats};
+use crate::stats::{ErrorKind, LoadReport, ThreadStats};
 use crate::sys::{self, LocalBind};
 use evq::{Event, EventQueue, Events, Interest, Mode, Options, TimerId};
 use std::io::{self, Write};
@@ -634,50 +634,6 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
             .min(d.as_secs_f64()),
         _ => end.saturating_duration_since(start).as_secs_f64(),
     };
-    let d = duration_s.max(1e-9);
-    let st = total.status;
-    let cpu_user_s = (user1 - user0).max(0.0);
-    let cpu_sys_s = (sys1 - sys0).max(0.0);
-    Ok(LoadReport {
-        mode: match cfg.mode {
-            LoopMode::Open { .. } => "open".into(),
-            LoopMode::Closed { .. } => "closed".into(),
-        },
-        threads: cfg.threads,
-        backend,
-        duration_s,
-        cut_off,
-        connections: total.conns_started,
-        connections_completed: total.conns_completed,
-        max_concurrent: total.max_concurrent,
-        connection_rate: total.conns_started as f64 / d,
-        requests: total.requests,
-        request_rate: total.requests as f64 / d,
-        replies: total.replies,
-        reply_rate_avg: total.replies as f64 / d,
-        reply_rate: RateSamples::from_buckets(&total.reply_buckets, duration_s),
-        status: StatusClasses {
-            s1xx: st[0],
-            s2xx: st[1],
-            s3xx: st[2],
-            s4xx: st[3],
-            s5xx: st[4],
-            other: st[5],
-        },
-        errors: total.errors,
-        unanswered: total.unanswered,
-        latency_ms: Percentiles::of(&total.latency),
-        connect_ms: Percentiles::of(&total.connect),
-        connection_time_ms: Percentiles::of(&total.lifetime),
-        bytes_sent: total.bytes_sent,
-        bytes_received: total.bytes_received,
-        cpu_user_s,
-        cpu_sys_s,
-        cpu_per_reply_us: if total.replies > 0 {
-            (cpu_user_s + cpu_sys_s) * 1e6 / total.replies as f64
-        } else {
-            0.0
-        },
-        config: cfg.clone(),
-    })
+    let cpu = ((user1 - user0).max(0.0), (sys1 - sys0).max(0.0));
+    Ok(total.into_report(cfg, backend, duration_s, cut_off, cpu))
 }

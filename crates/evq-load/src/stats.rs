@@ -1,6 +1,7 @@
 //! What a load run counts (per thread, merged at the end) and the report it makes:
 //! httperf's summary as text, and everything as JSON.
 
+use crate::config::{LoadConfig, LoopMode};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -172,6 +173,63 @@ impl ThreadStats {
             self.reply_buckets.resize(i + 1, 0);
         }
         self.reply_buckets[i] += 1;
+    }
+
+    /// The report for a run whose merged counts these are.
+    pub(crate) fn into_report(
+        self,
+        cfg: &LoadConfig,
+        backend: String,
+        duration_s: f64,
+        cut_off: bool,
+        cpu: (f64, f64),
+    ) -> LoadReport {
+        let total = self;
+        let d = duration_s.max(1e-9);
+        let st = total.status;
+        let (cpu_user_s, cpu_sys_s) = cpu;
+        LoadReport {
+            mode: match cfg.mode {
+                LoopMode::Open { .. } => "open".into(),
+                LoopMode::Closed { .. } => "closed".into(),
+            },
+            threads: cfg.threads,
+            backend,
+            duration_s,
+            cut_off,
+            connections: total.conns_started,
+            connections_completed: total.conns_completed,
+            max_concurrent: total.max_concurrent,
+            connection_rate: total.conns_started as f64 / d,
+            requests: total.requests,
+            request_rate: total.requests as f64 / d,
+            replies: total.replies,
+            reply_rate_avg: total.replies as f64 / d,
+            reply_rate: RateSamples::from_buckets(&total.reply_buckets, duration_s),
+            status: StatusClasses {
+                s1xx: st[0],
+                s2xx: st[1],
+                s3xx: st[2],
+                s4xx: st[3],
+                s5xx: st[4],
+                other: st[5],
+            },
+            errors: total.errors,
+            unanswered: total.unanswered,
+            latency_ms: Percentiles::of(&total.latency),
+            connect_ms: Percentiles::of(&total.connect),
+            connection_time_ms: Percentiles::of(&total.lifetime),
+            bytes_sent: total.bytes_sent,
+            bytes_received: total.bytes_received,
+            cpu_user_s,
+            cpu_sys_s,
+            cpu_per_reply_us: if total.replies > 0 {
+                (cpu_user_s + cpu_sys_s) * 1e6 / total.replies as f64
+            } else {
+                0.0
+            },
+            config: cfg.clone(),
+        }
     }
 
     pub(crate) fn merge(&mut self, o: &ThreadStats) {
@@ -378,7 +436,7 @@ pub struct LoadReport {
     /// CPU (user+system) per reply, microseconds.
     pub cpu_per_reply_us: f64,
     /// The configuration that produced these numbers (durations in seconds).
-    pub config: crate::LoadConfig,
+    pub config: LoadConfig,
 }
 
 impl LoadReport {
