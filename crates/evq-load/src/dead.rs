@@ -57,7 +57,7 @@ impl DeadReport {
     /// A one-line human summary.
     pub fn summary(&self) -> String {
         format!(
-            "dead: held {}/{} at end (max {}, min after ramp {}), ramp {} s, attempts {}, opened {}, closed by server {}, errors {} , duration {:.1} s",
+            "dead: held {}/{} at end (max {}, min after ramp {}), ramp {} s, attempts {}, opened {}, closed by server {}, errors {}, duration {:.1} s",
             self.held,
             self.target,
             self.held_max,
