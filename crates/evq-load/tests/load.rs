@@ -171,3 +171,23 @@ fn json_report_has_the_documented_fields() {
         assert!(v["errors"].get(key).is_some(), "missing errors.{key}");
     }
 }
+
+#[test]
+fn hog_ports_source_address_and_poisson_schedule_work() {
+    let srv = start(Behaviour::Length(10));
+    let mut cfg = open(srv.port, 200.0, 40);
+    cfg.hog = true;
+    cfg.threads = 2;
+    let r = run_load(&cfg).expect("hog run");
+    assert_eq!(r.replies, 40, "{}", r.summary());
+    let mut cfg = open(srv.port, 200.0, 40);
+    cfg.source = Some("127.0.0.2".parse().expect("address"));
+    cfg.mode = LoopMode::Open {
+        rate: 200.0,
+        dist: evq_load::Distribution::Poisson,
+        num_conns: 40,
+    };
+    let r = run_load(&cfg).expect("source run");
+    assert_eq!(r.replies, 40, "{}", r.summary());
+    assert_eq!(r.errors.total(), 0);
+}
