@@ -146,7 +146,7 @@ impl<'a> Worker<'a> {
         loop {
             match self.plan.poll(now, self.active) {
                 Step::Launch(intended) => {
-                    if !self.launch(intended, now) {
+                    if !self.launch(intended) {
                         self.plan.backoff(now);
                     }
                 }
@@ -184,8 +184,11 @@ impl<'a> Worker<'a> {
     }
 
     /// Opens one connection due at `intended`; false if it failed at once.
-    fn launch(&mut self, intended: Instant, now: Instant) -> bool {
+    fn launch(&mut self, intended: Instant) -> bool {
+        let now = Instant::now();
         self.stats.conns_started += 1;
+        let lag = now.saturating_duration_since(intended).as_micros().max(1) as u64;
+        let _ = self.stats.start_lag.record(lag.min(3_600_000_000));
         self.shared.conns.fetch_add(1, Ordering::Relaxed);
         let tries = if self.cfg.hog { 64 } else { 1 };
         let mut result = Err(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
