@@ -84,8 +84,6 @@ impl ExperimentRecord {
     pub fn new(name: &str, seed: &str, checks: Vec<ClaimCheck>) -> ExperimentRecord {
         let verdict = if checks.iter().any(|c| c.verdict == Verdict::Differs) {
             Verdict::Differs
-        } else if !checks.is_empty() && checks.iter().all(|c| c.verdict == Verdict::Holds) {
-            Verdict::Holds
         } else if checks.iter().any(|c| c.verdict == Verdict::Holds) {
             Verdict::Holds
         } else {
