@@ -150,14 +150,14 @@ fn serve(mut s: TcpStream, b: Behaviour) {
         Behaviour::CloseDelimited(n) => {
             if read_request(&mut s, &mut pending) {
                 let mut r = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n".to_vec();
-                r.extend(std::iter::repeat(b'x').take(n));
+                r.extend(std::iter::repeat_n(b'x', n));
                 let _ = s.write_all(&r);
             }
         }
         Behaviour::Length(n) => {
             while read_request(&mut s, &mut pending) {
                 let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n").into_bytes();
-                r.extend(std::iter::repeat(b'x').take(n));
+                r.extend(std::iter::repeat_n(b'x', n));
                 if s.write_all(&r).is_err() {
                     break;
                 }
@@ -170,7 +170,7 @@ fn serve(mut s: TcpStream, b: Behaviour) {
                 while left > 0 {
                     let k = left.min(7);
                     r.extend(format!("{k:x}\r\n").bytes());
-                    r.extend(std::iter::repeat(b'y').take(k));
+                    r.extend(std::iter::repeat_n(b'y', k));
                     r.extend(b"\r\n");
                     left -= k;
                 }
