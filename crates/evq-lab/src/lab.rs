@@ -16,6 +16,10 @@ pub struct LabArgs {
     /// Run only these scenarios (repeatable or comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Tiny sweeps that only prove every scenario runs end to end and the report
+    /// is well formed (what CI runs); the numbers mean nothing.
+    #[arg(long, hide = true)]
+    pub smoke: bool,
     /// Where the report goes.
     #[arg(long, default_value = "lab-report")]
     pub out: PathBuf,
@@ -25,6 +29,8 @@ pub struct LabArgs {
 pub struct Scenario {
     /// `--quick`.
     pub quick: bool,
+    /// `--smoke`: the smallest sweep that exercises the code.
+    pub smoke: bool,
     /// The report directory (plots are written here).
     pub out_dir: PathBuf,
     bar: ProgressBar,
@@ -98,7 +104,7 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
 ];
 
 fn not_run(entry: &ScenarioEntry, why: &str) -> ExperimentRecord {
-    ExperimentRecord::new(
+    let mut record = ExperimentRecord::new(
         entry.name,
         entry.seed,
         vec![ClaimCheck {
@@ -107,7 +113,9 @@ fn not_run(entry: &ScenarioEntry, why: &str) -> ExperimentRecord {
             verdict: Verdict::NotMeasured,
             reasoning: "no measurement, no verdict".to_string(),
         }],
-    )
+    );
+    record.data = serde_json::json!({ "not_run": why });
+    record
 }
 
 /// Runs the lab and writes the report; returns the results.
@@ -141,7 +149,8 @@ pub fn run(args: &LabArgs, command_line: &str) -> io::Result<LabResults> {
             .with_prefix(format!("{}/{} {}", i + 1, chosen.len(), entry.name));
         bar.enable_steady_tick(Duration::from_millis(200));
         let scenario = Scenario {
-            quick: args.quick,
+            quick: args.quick || args.smoke,
+            smoke: args.smoke,
             out_dir: args.out.clone(),
             bar: bar.clone(),
         };

@@ -29,7 +29,9 @@ fn ns(records: &[PipebenchRecord], backend: &str, fds: usize) -> Option<f64> {
 
 /// Runs the sweep and judges the seed's claims.
 pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
-    let (fds, iters, reps) = if scenario.quick {
+    let (fds, iters, reps) = if scenario.smoke {
+        (vec![1, 100], 300, 1)
+    } else if scenario.quick {
         (vec![1, 10, 100, 1000], 20_000, 3)
     } else {
         (vec![1, 10, 100, 1000, 3000, 10_000], 20_000, 5)
