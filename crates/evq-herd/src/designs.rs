@@ -5,7 +5,9 @@
 //! counters in shared memory.
 
 use crate::net::{self, accept, serve};
-use crate::process::{fork_child, reap, Counter, FcntlLock, SharedCounters, SharedMutex};
+use crate::process::{
+    fork_child, reap, Counter, FcntlLock, SharedCounters, SharedMutex, SleepMeter,
+};
 use crate::Design;
 use evq::{BackendKind, EventQueue, Events, Interest, Options, WakeOneRotation};
 use evq_compat::kqueue::{self, Kevent, Kqueue};
@@ -27,8 +29,10 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    fn ready(&self, slot: usize) {
+    /// Marks the slot ready and starts counting its sleeps (until the meter drops).
+    fn ready(&self, slot: usize) -> SleepMeter<'_> {
         self.counters.add(slot, Counter::Ready, 1);
+        SleepMeter::start(&self.counters, slot)
     }
     fn served(&self, slot: usize, conn: RawFd) {
         serve(conn);
@@ -171,7 +175,7 @@ pub(crate) fn start(design: Design, ctx: &Arc<Ctx>) -> io::Result<Server> {
 
 /// serv00 (one worker) and serv02 / reuseport: block in `accept`, no locking.
 fn serv02_worker(ctx: &Ctx, lfd: RawFd, slot: usize) -> i32 {
-    ctx.ready(slot);
+    let _meter = ctx.ready(slot);
     loop {
         match accept_blocking(ctx, lfd, slot) {
             Accepted::Conn(c) => ctx.served(slot, c),
@@ -189,7 +193,7 @@ fn locked_worker(
     lock: impl Fn(),
     unlock: impl Fn(),
 ) -> i32 {
-    ctx.ready(slot);
+    let _meter = ctx.ready(slot);
     loop {
         lock();
         let got = accept_blocking(ctx, lfd, slot);
@@ -208,7 +212,7 @@ fn select_worker(ctx: &Ctx, lfd: RawFd, slot: usize) -> i32 {
     if lfd as usize >= libc::FD_SETSIZE {
         return 2;
     }
-    ctx.ready(slot);
+    let _meter = ctx.ready(slot);
     while !ctx.counters.stopping() {
         // SAFETY: an all-zero fd_set is empty; FD_SET with an fd < FD_SETSIZE
         // (checked above) stays in bounds; select reads and writes the live set.
@@ -249,7 +253,7 @@ fn epoll_worker(ctx: &Ctx, lfd: RawFd, slot: usize, rotation: Option<u32>) -> i3
     if declared.is_err() {
         return 2;
     }
-    ctx.ready(slot);
+    let _meter = ctx.ready(slot);
     let mut events = Events::with_capacity(4);
     while !ctx.counters.stopping() {
         match q.get_next_event(&mut events, Some(TICK)) {
@@ -284,7 +288,7 @@ fn kqueue_worker(ctx: &Ctx, lfd: RawFd, slot: usize) -> i32 {
     if kq.kevent(&[add], &mut [], None).is_err() {
         return 2;
     }
-    ctx.ready(slot);
+    let _meter = ctx.ready(slot);
     let mut out = [Kevent::default(); 4];
     while !ctx.counters.stopping() {
         match kq.kevent(&[], &mut out, Some(TICK)) {
@@ -302,7 +306,7 @@ fn kqueue_worker(ctx: &Ctx, lfd: RawFd, slot: usize) -> i32 {
 /// serv01: the master accepts and forks a child per connection.
 fn serv01_master(ctx: &Ctx, lfd: RawFd) -> i32 {
     let slot = 0;
-    ctx.ready(slot);
+    let _meter = ctx.ready(slot);
     let mut live = 0usize;
     loop {
         match accept_blocking(ctx, lfd, slot) {
@@ -375,7 +379,7 @@ fn serv05_master(ctx: &Ctx, lfd: RawFd) -> i32 {
         }
     }
     if ends.len() == w {
-        ctx.ready(master_slot);
+        let _meter = ctx.ready(master_slot);
         serv05_dispatch(ctx, lfd, &ends, master_slot);
     }
     for &e in &ends {
@@ -440,7 +444,7 @@ fn serv05_dispatch(ctx: &Ctx, lfd: RawFd, ends: &[RawFd], master_slot: usize) {
 }
 
 fn serv05_worker(ctx: &Ctx, sock: RawFd, slot: usize) -> i32 {
-    ctx.ready(slot);
+    let _meter = ctx.ready(slot);
     loop {
         match net::recv_fd(sock) {
             Ok(Some(c)) => {
@@ -462,7 +466,7 @@ fn threads_server(design: Design, ctx: Arc<Ctx>, lfd: RawFd) -> i32 {
     match design {
         Design::Serv06 => {
             let in_flight = Arc::new(AtomicUsize::new(0));
-            ctx.ready(0);
+            let _meter = ctx.ready(0);
             loop {
                 match accept_blocking(&ctx, lfd, 0) {
                     Accepted::Conn(c) => {
@@ -496,7 +500,7 @@ fn threads_server(design: Design, ctx: Arc<Ctx>, lfd: RawFd) -> i32 {
                     let (ctx, lock) = (ctx.clone(), lock.clone());
                     let locking = design == Design::Serv07;
                     std::thread::spawn(move || {
-                        ctx.ready(slot);
+                        let _meter = ctx.ready(slot);
                         loop {
                             let got = if locking {
                                 let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -531,7 +535,7 @@ fn serv08(ctx: Arc<Ctx>, lfd: RawFd) -> i32 {
         .map(|slot| {
             let (ctx, shared) = (ctx.clone(), shared.clone());
             std::thread::spawn(move || {
-                ctx.ready(slot);
+                let _meter = ctx.ready(slot);
                 let (m, cv) = &*shared;
                 let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
                 loop {
@@ -550,7 +554,7 @@ fn serv08(ctx: Arc<Ctx>, lfd: RawFd) -> i32 {
         })
         .collect();
     let master = w;
-    ctx.ready(master);
+    let _meter = ctx.ready(master);
     loop {
         match accept_blocking(&ctx, lfd, master) {
             Accepted::Conn(c) => {

@@ -272,6 +272,11 @@ pub struct HerdRecord {
     pub wakeups: u64,
     /// `wakeups / accepted`.
     pub wakeups_per_conn: f64,
+    /// Voluntary context switches of the workers, summed, over `accepted`: every
+    /// time a worker slept and was woken, including wake-ups the kernel absorbs
+    /// (Linux's `epoll_wait` and `select` re-check and sleep again without
+    /// returning when another worker took the event), which `wakeups` cannot see.
+    pub sleeps_per_conn: f64,
     /// `EAGAIN` from `accept` after a wake-up.
     pub accept_collisions: u64,
     /// Connections served per worker slot.
@@ -380,6 +385,11 @@ fn run_one(cfg: &HerdConfig, design: Design, concurrency: usize) -> io::Result<H
             } else {
                 wakeups as f64 / accepted as f64
             },
+            sleeps_per_conn: if accepted == 0 {
+                0.0
+            } else {
+                sum(Counter::Sleeps) as f64 / accepted as f64
+            },
             accept_collisions: sum(Counter::Collisions),
             share_max_over_min: (min > 0).then(|| max as f64 / min as f64),
             jain: jain_index(&per_worker),
@@ -483,15 +493,15 @@ fn request(addr: SocketAddr, deadline: Instant) -> bool {
 /// Renders records as an aligned text table.
 pub fn table(records: &[HerdRecord]) -> String {
     let mut out = format!(
-        "{:<17} {:>3} {:>5} {:>6} {:>4} {:>9} {:>10} {:>10} {:>10} {:>8} {:>6}  {}\n",
-        "design", "W", "conc", "reqs", "err", "total_ms", "req/s", "wakeups/c", "collisions", "max/min", "jain", "per-worker"
+        "{:<17} {:>3} {:>5} {:>6} {:>4} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>6}  {}\n",
+        "design", "W", "conc", "reqs", "err", "total_ms", "req/s", "wakeups/c", "sleeps/c", "collisions", "max/min", "jain", "per-worker"
     );
     for r in records {
         let share = r
             .share_max_over_min
             .map_or_else(|| "inf".to_string(), |s| format!("{s:.2}"));
         out.push_str(&format!(
-            "{:<17} {:>3} {:>5} {:>6} {:>4} {:>9.1} {:>10.0} {:>10.2} {:>10} {:>8} {:>6.3}  {:?}{}\n",
+            "{:<17} {:>3} {:>5} {:>6} {:>4} {:>9.1} {:>10.0} {:>9.2} {:>8.2} {:>10} {:>8} {:>6.3}  {:?}{}\n",
             r.design,
             r.workers,
             r.concurrency,
@@ -500,6 +510,7 @@ pub fn table(records: &[HerdRecord]) -> String {
             r.total_ms,
             r.requests_per_s,
             r.wakeups_per_conn,
+            r.sleeps_per_conn,
             r.accept_collisions,
             share,
             r.jain,

@@ -19,9 +19,13 @@ pub(crate) enum Counter {
     Collisions = 2,
     /// The slot finished its set-up and is about to wait for work.
     Ready = 3,
+    /// Voluntary context switches (times the worker slept and was woken) between
+    /// set-up and exit: the wake-ups the kernel absorbs without returning to user
+    /// space (an epoll or select waiter woken for an event another took) included.
+    Sleeps = 4,
 }
 
-const PER_SLOT: usize = 4;
+const PER_SLOT: usize = 5;
 
 /// An array of `AtomicU64` in anonymous shared memory: written by forked children
 /// and threads alike, read by the parent. Slot 0's first word is the stop flag.
@@ -100,6 +104,43 @@ fn map_shared(len: usize) -> io::Result<*mut libc::c_void> {
         Err(io::Error::last_os_error())
     } else {
         Ok(p)
+    }
+}
+
+/// Counts a worker thread's voluntary context switches from creation to drop into
+/// its slot's [`Counter::Sleeps`].
+pub(crate) struct SleepMeter<'a> {
+    counters: &'a SharedCounters,
+    slot: usize,
+    start: u64,
+}
+
+impl<'a> SleepMeter<'a> {
+    pub(crate) fn start(counters: &'a SharedCounters, slot: usize) -> SleepMeter<'a> {
+        SleepMeter {
+            counters,
+            slot,
+            start: voluntary_switches(),
+        }
+    }
+}
+
+impl Drop for SleepMeter<'_> {
+    fn drop(&mut self) {
+        let n = voluntary_switches().saturating_sub(self.start);
+        self.counters.add(self.slot, Counter::Sleeps, n);
+    }
+}
+
+/// `getrusage(RUSAGE_THREAD).ru_nvcsw` of the calling thread.
+fn voluntary_switches() -> u64 {
+    // SAFETY: an all-zero rusage is valid; getrusage fills the live struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
+        ru.ru_nvcsw as u64
+    } else {
+        0
     }
 }
 
