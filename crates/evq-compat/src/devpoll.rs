@@ -190,7 +190,11 @@ impl DevPoll {
     ///
     /// # Errors
     /// The queue's error while waiting.
-    pub fn ioctl_dp_poll(&mut self, out: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    pub fn ioctl_dp_poll(
+        &mut self,
+        out: &mut [libc::pollfd],
+        timeout_ms: i32,
+    ) -> io::Result<usize> {
         if out.is_empty() {
             return Ok(0);
         }
@@ -203,8 +207,7 @@ impl DevPoll {
             let revents = match e.watched {
                 Watched::Invalid => libc::POLLNVAL,
                 Watched::Always => {
-                    e.events
-                        & (libc::POLLIN | libc::POLLRDNORM | libc::POLLOUT | libc::POLLWRNORM)
+                    e.events & (libc::POLLIN | libc::POLLRDNORM | libc::POLLOUT | libc::POLLWRNORM)
                 }
                 Watched::Queue | Watched::Nothing => 0,
             };

@@ -21,6 +21,9 @@
 //!    which this personality therefore does not offer)** becomes evq wake-one
 //!    (`EPOLLEXCLUSIVE`) with [`evq::WakeOneRotation`]: after each delivery the
 //!    registration moves to the back of the wait queue, which is DragonFly's "mkII".
+//!    The move is made at the start of the *next* `kevent` call, once the
+//!    application has acted on the event: moving it while the descriptor is still
+//!    ready would re-queue a stale activation here and cause accept collisions.
 //!    Exclusivity is per registration on Linux, so if one knote of an fd has
 //!    `EV_WAKEONE`, the fd's whole registration is wake-one.
 //! e) **Receipts.** kevent(2) RETURN VALUES / DESCRIPTION: a change that fails is
@@ -198,6 +201,8 @@ pub struct Kqueue {
     repoll: Vec<(RawFd, i16)>,
     /// Events found but not yet returned (the eventlist was full).
     overflow: VecDeque<Kevent>,
+    /// Wake-one descriptors delivered by the last call, to rotate on the next.
+    delivered_wakeone: Vec<RawFd>,
     rotate_every: u32,
 }
 
@@ -225,6 +230,7 @@ impl Kqueue {
             batch: Events::with_capacity(64),
             repoll: Vec::new(),
             overflow: VecDeque::new(),
+            delivered_wakeone: Vec::new(),
             rotate_every: WakeOneRotation::DEFAULT_EVERY,
         })
     }
@@ -368,7 +374,27 @@ impl Kqueue {
         }
     }
 
+    /// Counts the wake-one deliveries of the previous call toward rotation (quirk
+    /// d). Done here, not when the event is returned, because the application
+    /// has by now acted on it (accepted the connection): a rotation's `ADD` polls
+    /// the descriptor, and while it is still ready that would queue a second,
+    /// stale activation on this queue beside the one the next waiter gets.
+    fn rotate(&mut self) {
+        for fd in std::mem::take(&mut self.delivered_wakeone) {
+            let Some(mut rot) = self.knotes.get(&fd).and_then(|k| k.rotation) else {
+                continue;
+            };
+            // A failed rotation leaves the registration to be re-declared by the
+            // next change; the event itself was delivered.
+            let _ = rot.delivered(&mut self.queue);
+            if let Some(k) = self.knotes.get_mut(&fd) {
+                k.rotation = Some(rot);
+            }
+        }
+    }
+
     fn scan(&mut self, out: &mut [Kevent], timeout: Option<Duration>) -> io::Result<usize> {
+        self.rotate();
         let mut n = 0;
         // Events found earlier that did not fit.
         while n < out.len() {
@@ -414,13 +440,8 @@ impl Kqueue {
                     }
                 }
             }
-            if let Some(mut rot) = notes.rotation {
-                // A failed rotation leaves the registration to be re-declared by the
-                // next change; the event itself was delivered.
-                let _ = rot.delivered(&mut self.queue);
-                if let Some(k) = self.knotes.get_mut(&fd) {
-                    k.rotation = Some(rot);
-                }
+            if notes.rotation.is_some() {
+                self.delivered_wakeone.push(fd);
             }
         }
         self.batch = batch;
@@ -449,8 +470,7 @@ impl Kqueue {
             if self.commit(fd, notes, after).is_err() {
                 self.restore(fd, after);
             }
-        } else if knote.flags & EV_CLEAR == 0 && notes.declared.map(|d| d.1) == Some(Mode::Event)
-        {
+        } else if knote.flags & EV_CLEAR == 0 && notes.declared.map(|d| d.1) == Some(Mode::Event) {
             self.repoll.push((fd, ev.filter));
         }
         1

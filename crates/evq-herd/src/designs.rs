@@ -119,7 +119,10 @@ pub(crate) fn start(design: Design, ctx: &Arc<Ctx>) -> io::Result<Server> {
                     pids.push(fork_child(|| select_worker(ctx, lfd, slot))?);
                 }
             }
-            Design::Serv02lK | Design::Serv02lKone | Design::Serv02lKoneR1 | Design::Serv02lKoneR16 => {
+            Design::Serv02lK
+            | Design::Serv02lKone
+            | Design::Serv02lKoneR1
+            | Design::Serv02lKoneR16 => {
                 let rotation = match design {
                     Design::Serv02lK => None,
                     Design::Serv02lKone => Some(0),
@@ -186,13 +189,7 @@ fn serv02_worker(ctx: &Ctx, lfd: RawFd, slot: usize) -> i32 {
 }
 
 /// serv03 / serv04: a lock (fcntl or process-shared mutex) around `accept`.
-fn locked_worker(
-    ctx: &Ctx,
-    lfd: RawFd,
-    slot: usize,
-    lock: impl Fn(),
-    unlock: impl Fn(),
-) -> i32 {
+fn locked_worker(ctx: &Ctx, lfd: RawFd, slot: usize, lock: impl Fn(), unlock: impl Fn()) -> i32 {
     let _meter = ctx.ready(slot);
     loop {
         lock();
@@ -244,8 +241,8 @@ fn epoll_worker(ctx: &Ctx, lfd: RawFd, slot: usize, rotation: Option<u32>) -> i3
     let Ok(mut q) = EventQueue::with_backend(BackendKind::Epoll) else {
         return 2;
     };
-    let mut rot = rotation
-        .map(|k| WakeOneRotation::new(lfd, Interest::READ, Options::new(0)).every(k));
+    let mut rot =
+        rotation.map(|k| WakeOneRotation::new(lfd, Interest::READ, Options::new(0)).every(k));
     let declared = match rot.as_mut() {
         Some(r) => r.declare(&mut q),
         None => q.declare_interest(lfd, Interest::READ, Options::new(0)),
@@ -409,7 +406,13 @@ fn serv05_dispatch(ctx: &Ctx, lfd: RawFd, ends: &[RawFd], master_slot: usize) {
             revents: 0,
         });
         // SAFETY: a live array of `fds.len()` pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, TICK.as_millis() as i32) };
+        let n = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                TICK.as_millis() as i32,
+            )
+        };
         if n <= 0 {
             continue;
         }
@@ -472,12 +475,13 @@ fn threads_server(design: Design, ctx: Arc<Ctx>, lfd: RawFd) -> i32 {
                     Accepted::Conn(c) => {
                         in_flight.fetch_add(1, Ordering::AcqRel);
                         let (ctx2, n2) = (ctx.clone(), in_flight.clone());
-                        let spawned = std::thread::Builder::new()
-                            .stack_size(64 * 1024)
-                            .spawn(move || {
-                                ctx2.served(0, c);
-                                n2.fetch_sub(1, Ordering::AcqRel);
-                            });
+                        let spawned =
+                            std::thread::Builder::new()
+                                .stack_size(64 * 1024)
+                                .spawn(move || {
+                                    ctx2.served(0, c);
+                                    n2.fetch_sub(1, Ordering::AcqRel);
+                                });
                         if spawned.is_err() {
                             in_flight.fetch_sub(1, Ordering::AcqRel);
                             ctx.served(0, c);
@@ -530,7 +534,10 @@ fn threads_server(design: Design, ctx: Arc<Ctx>, lfd: RawFd) -> i32 {
 /// through a mutex-protected queue and a condition variable.
 fn serv08(ctx: Arc<Ctx>, lfd: RawFd) -> i32 {
     let w = ctx.workers;
-    let shared = Arc::new((Mutex::new((VecDeque::<RawFd>::new(), false)), Condvar::new()));
+    let shared = Arc::new((
+        Mutex::new((VecDeque::<RawFd>::new(), false)),
+        Condvar::new(),
+    ));
     let threads: Vec<_> = (0..w)
         .map(|slot| {
             let (ctx, shared) = (ctx.clone(), shared.clone());

@@ -236,7 +236,9 @@ impl HerdConfig {
             return Err(invalid("--concurrency values must be between 1 and 4096"));
         }
         if args.requests_per_client == Some(0) || args.run_timeout == 0 {
-            return Err(invalid("--requests-per-client and --run-timeout must be > 0"));
+            return Err(invalid(
+                "--requests-per-client and --run-timeout must be > 0",
+            ));
         }
         Ok(HerdConfig {
             designs,
@@ -494,7 +496,19 @@ fn request(addr: SocketAddr, deadline: Instant) -> bool {
 pub fn table(records: &[HerdRecord]) -> String {
     let mut out = format!(
         "{:<17} {:>3} {:>5} {:>6} {:>4} {:>9} {:>10} {:>9} {:>8} {:>10} {:>8} {:>6}  {}\n",
-        "design", "W", "conc", "reqs", "err", "total_ms", "req/s", "wakeups/c", "sleeps/c", "collisions", "max/min", "jain", "per-worker"
+        "design",
+        "W",
+        "conc",
+        "reqs",
+        "err",
+        "total_ms",
+        "req/s",
+        "wakeups/c",
+        "sleeps/c",
+        "collisions",
+        "max/min",
+        "jain",
+        "per-worker"
     );
     for r in records {
         let share = r

@@ -71,13 +71,8 @@ pub(crate) fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
 /// A listening TCP socket on 127.0.0.1:`port` (0 = any), backlog 4096.
 pub(crate) fn listen(port: u16, reuseport: bool) -> io::Result<RawFd> {
     // SAFETY: socket(2) takes integers; a non-negative result is a new fd we own.
-    let fd = check(unsafe {
-        libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })?;
+    let fd =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
     let result = (|| {
         set_int_opt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         if reuseport {
@@ -115,7 +110,9 @@ pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
     let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
     // SAFETY: as above.
-    check(unsafe { libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len) })?;
+    check(unsafe {
+        libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len)
+    })?;
     let ip = std::net::Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr));
     Ok(SocketAddr::from((ip, u16::from_be(addr.sin_port))))
 }
@@ -123,7 +120,14 @@ pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
 /// `accept4(2)`: the connection (blocking, close-on-exec) or the error.
 pub(crate) fn accept(fd: RawFd) -> io::Result<RawFd> {
     // SAFETY: null address pointers are allowed; the result is a new fd we own.
-    check(unsafe { libc::accept4(fd, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) })
+    check(unsafe {
+        libc::accept4(
+            fd,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
+    })
 }
 
 /// Closes a descriptor we own.

@@ -37,7 +37,11 @@ fn quick_run_of_three_designs_returns_sane_records() {
         assert_eq!(r.errors, 0, "{}", r.design);
         assert_eq!(r.requests, 300, "{}", r.design);
         assert!(!r.timed_out);
-        assert_eq!(r.killed, 0, "{}: server did not shut down cleanly", r.design);
+        assert_eq!(
+            r.killed, 0,
+            "{}: server did not shut down cleanly",
+            r.design
+        );
         assert_eq!(r.accepted, r.requests, "{}", r.design);
         assert_eq!(r.per_worker.len(), 3);
         assert_eq!(r.per_worker.iter().sum::<u64>(), r.accepted);
