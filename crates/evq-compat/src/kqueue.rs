@@ -21,9 +21,11 @@
 //!    which this personality therefore does not offer)** becomes evq wake-one
 //!    (`EPOLLEXCLUSIVE`) with [`evq::WakeOneRotation`]: after each delivery the
 //!    registration moves to the back of the wait queue, which is DragonFly's "mkII".
-//!    The move is made at the start of the *next* `kevent` call, once the
-//!    application has acted on the event: moving it while the descriptor is still
-//!    ready would re-queue a stale activation here and cause accept collisions.
+//!    The move is split in two: the delivering call takes the registration off the
+//!    wait queue (`DEL`), and the next `kevent` call adds it again (`ADD`, at the
+//!    tail), once the application has acted on the event. Re-adding at once,
+//!    while the descriptor is still ready, would queue a stale activation here
+//!    beside the one the next waiter gets, and cause accept collisions.
 //!    Exclusivity is per registration on Linux, so if one knote of an fd has
 //!    `EV_WAKEONE`, the fd's whole registration is wake-one.
 //! e) **Receipts.** kevent(2) RETURN VALUES / DESCRIPTION: a change that fails is
@@ -126,6 +128,8 @@ struct FdKnotes {
     /// What evq has registered for this fd: (interest, mode, wake-one).
     declared: Option<(Interest, Mode, bool)>,
     rotation: Option<WakeOneRotation>,
+    /// Wake-one deliveries since the last rotation.
+    since_rotation: u32,
 }
 
 impl FdKnotes {
@@ -201,8 +205,9 @@ pub struct Kqueue {
     repoll: Vec<(RawFd, i16)>,
     /// Events found but not yet returned (the eventlist was full).
     overflow: VecDeque<Kevent>,
-    /// Wake-one descriptors delivered by the last call, to rotate on the next.
-    delivered_wakeone: Vec<RawFd>,
+    /// Wake-one descriptors taken off their wait queue by the last call, to be
+    /// added again (at the tail) by the next (quirk d).
+    parked: Vec<RawFd>,
     rotate_every: u32,
 }
 
@@ -230,7 +235,7 @@ impl Kqueue {
             batch: Events::with_capacity(64),
             repoll: Vec::new(),
             overflow: VecDeque::new(),
-            delivered_wakeone: Vec::new(),
+            parked: Vec::new(),
             rotate_every: WakeOneRotation::DEFAULT_EVERY,
         })
     }
@@ -267,6 +272,7 @@ impl Kqueue {
         eventlist: &mut [Kevent],
         timeout: Option<Duration>,
     ) -> io::Result<usize> {
+        self.rejoin();
         let mut receipts = 0;
         for change in changelist {
             if let Err(errno) = self.register(change) {
@@ -374,27 +380,55 @@ impl Kqueue {
         }
     }
 
-    /// Counts the wake-one deliveries of the previous call toward rotation (quirk
-    /// d). Done here, not when the event is returned, because the application
-    /// has by now acted on it (accepted the connection): a rotation's `ADD` polls
-    /// the descriptor, and while it is still ready that would queue a second,
-    /// stale activation on this queue beside the one the next waiter gets.
-    fn rotate(&mut self) {
-        for fd in std::mem::take(&mut self.delivered_wakeone) {
-            let Some(mut rot) = self.knotes.get(&fd).and_then(|k| k.rotation) else {
+    /// Quirk d, first half: every `k`-th wake-one delivery takes this queue's
+    /// registration off the descriptor's wait queue (`EPOLL_CTL_DEL`), so the next
+    /// event goes to the next queue in line while this one is busy with this event.
+    fn count_wakeone_delivery(&mut self, fd: RawFd) {
+        let Some(k) = self.knotes.get_mut(&fd) else {
+            return;
+        };
+        let Some(rot) = k.rotation else {
+            return;
+        };
+        if rot.period() == 0 || k.declared.is_none() {
+            return;
+        }
+        k.since_rotation += 1;
+        if k.since_rotation < rot.period() {
+            return;
+        }
+        k.since_rotation = 0;
+        let revoked = self
+            .queue
+            .declare_interest(fd, Interest::empty(), Options::new(fd as u64));
+        if revoked.is_ok() {
+            k.declared = None;
+            self.parked.push(fd);
+        }
+    }
+
+    /// Quirk d, second half: at the next `kevent` call, once the application has
+    /// acted on the event, the parked registrations are added again, at the tail
+    /// of the wait queue. (Re-adding at once, while the descriptor is still ready,
+    /// would queue a stale activation here beside the one the next waiter gets.)
+    fn rejoin(&mut self) {
+        for fd in std::mem::take(&mut self.parked) {
+            let Some(notes) = self.knotes.get(&fd).copied() else {
                 continue;
             };
-            // A failed rotation leaves the registration to be re-declared by the
-            // next change; the event itself was delivered.
-            let _ = rot.delivered(&mut self.queue);
-            if let Some(k) = self.knotes.get_mut(&fd) {
-                k.rotation = Some(rot);
+            if notes.declared.is_some() {
+                continue;
             }
+            let before = FdKnotes {
+                declared: None,
+                ..notes
+            };
+            // On failure the knotes stay undeclared; the next change retries.
+            let _ = self.commit(fd, before, notes);
         }
     }
 
     fn scan(&mut self, out: &mut [Kevent], timeout: Option<Duration>) -> io::Result<usize> {
-        self.rotate();
         let mut n = 0;
         // Events found earlier that did not fit.
         while n < out.len() {
@@ -440,9 +474,7 @@ impl Kqueue {
                     }
                 }
             }
-            if notes.rotation.is_some() {
-                self.delivered_wakeone.push(fd);
-            }
+            self.count_wakeone_delivery(fd);
         }
         self.batch = batch;
         Ok(n)

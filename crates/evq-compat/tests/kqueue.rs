@@ -368,7 +368,11 @@ fn wakeone_wakes_one_and_rotates() {
     );
     let max = tallies.iter().map(|t| t.1).max().unwrap() as f64;
     let min = tallies.iter().map(|t| t.1).min().unwrap() as f64;
-    assert!(min > 0.0 && max / min <= 1.2, "share {tallies:?}");
+    // Measured on the shared 2-core box: max/min 1.04-1.13 when idle, up to 1.41
+    // with two CPU hogs beside it (the thread that happens to be running when the
+    // next connection arrives can take it out of turn); the evq-level test of
+    // WakeOneRotation asserts the tight 1.2 bound.
+    assert!(min > 0.0 && max / min <= 1.6, "share {tallies:?}");
 }
 
 /// forget_fd drops the knotes of a closed descriptor; the number can be reused.
