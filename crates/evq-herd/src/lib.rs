@@ -13,7 +13,16 @@
 //! `EV_WAKEONE` (`serv02l-kone-kq`) and `SO_REUSEPORT` sharding (`reuseport`).
 //!
 //! [`run`] does the work; [`HerdArgs`] is the command line, so a CLI can mount it as
-//! a subcommand and call [`cli`].
+//! a subcommand and call [`cli`]:
+//!
+//! ```ignore
+//! // in the CLI's subcommand enum:
+//! Herd(evq_herd::HerdArgs),
+//! // in its dispatch:
+//! Command::Herd(args) => evq_herd::cli(&args),
+//! ```
+//!
+//! Measured numbers and what they show: `RESULTS.md` beside this crate.
 //!
 //! Wakeups are counted at: `accept` (blocking designs, and the acceptor of
 //! serv01/05/06/08), `select`/`epoll_wait`/`kevent` returns with an event (serv02l*),
