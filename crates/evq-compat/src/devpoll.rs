@@ -33,7 +33,7 @@
 //!    kept (`DP_ISPOLLED` sees it) but is not watched.
 
 use evq::{EventQueue, Events, Interest, Options, Readiness};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
@@ -80,6 +80,9 @@ struct Entry {
 pub struct DevPoll {
     queue: EventQueue,
     entries: HashMap<RawFd, Entry>,
+    /// Entries reported on every call without the kernel (quirks d, e), kept apart
+    /// so that `DP_POLL` never scans the whole set.
+    synthetic: BTreeSet<RawFd>,
     batch: Events,
 }
 
@@ -106,6 +109,7 @@ impl DevPoll {
         Ok(DevPoll {
             queue: EventQueue::new()?,
             entries: HashMap::new(),
+            synthetic: BTreeSet::new(),
             batch: Events::with_capacity(64),
         })
     }
@@ -124,6 +128,7 @@ impl DevPoll {
                 continue;
             }
             if p.events & POLLREMOVE != 0 {
+                self.synthetic.remove(&p.fd);
                 if let Some(old) = self.entries.remove(&p.fd) {
                     if old.watched == Watched::Queue {
                         if let Err(e) = self.queue.declare_interest(
@@ -158,6 +163,11 @@ impl DevPoll {
             };
             if watched != Watched::Queue && old.is_some_and(|o| o.watched == Watched::Queue) {
                 self.queue.forget(p.fd);
+            }
+            if matches!(watched, Watched::Invalid | Watched::Always) {
+                self.synthetic.insert(p.fd);
+            } else {
+                self.synthetic.remove(&p.fd);
             }
             self.entries.insert(p.fd, Entry { events, watched });
         }
@@ -200,10 +210,13 @@ impl DevPoll {
         }
         let mut n = 0;
         // Entries evq cannot watch (quirks d, e), reported every time.
-        for (&fd, e) in &self.entries {
+        for &fd in &self.synthetic {
             if n == out.len() {
                 break;
             }
+            let Some(e) = self.entries.get(&fd) else {
+                continue;
+            };
             let revents = match e.watched {
                 Watched::Invalid => libc::POLLNVAL,
                 Watched::Always => {
