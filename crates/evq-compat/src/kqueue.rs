@@ -254,6 +254,7 @@ impl Kqueue {
             self.queue.forget(fd);
         }
         self.repoll.retain(|&(f, _)| f != fd);
+        self.parked.retain(|&f| f != fd);
     }
 
     /// Applies `changelist`, then returns up to `eventlist.len()` events, waiting up
