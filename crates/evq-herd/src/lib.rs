@@ -15,7 +15,7 @@
 //! [`run`] does the work; [`HerdArgs`] is the command line, so a CLI can mount it as
 //! a subcommand and call [`cli`]:
 //!
-//! ```ignore
+//! ```text
 //! // in the CLI's subcommand enum:
 //! Herd(evq_herd::HerdArgs),
 //! // in its dispatch:
@@ -34,150 +34,18 @@
 #![deny(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
+mod client;
+mod design;
 mod designs;
 mod net;
 mod process;
 
+pub use design::Design;
 use process::{reap, Counter, SharedCounters};
 use serde::Serialize;
-use std::fmt;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::str::FromStr;
-use std::sync::{Arc, Barrier};
+use std::io::{self, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// One server design.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Design {
-    /// Iterative: one process accepts and serves.
-    Serv00,
-    /// One process accepts and forks a child per client.
-    Serv01,
-    /// Prefork, every child blocks in `accept` (no locking).
-    Serv02,
-    /// Prefork, children wait in `select`, then a non-blocking `accept`.
-    Serv02l,
-    /// Prefork, each child its own epoll, plain registration: all wake.
-    Serv02lK,
-    /// Prefork, epoll wake-one (`EPOLLEXCLUSIVE`) without rotation.
-    Serv02lKone,
-    /// Wake-one, rotating after every delivery (DragonFly mkII).
-    Serv02lKoneR1,
-    /// Wake-one, rotating every 16 deliveries (nginx-like).
-    Serv02lKoneR16,
-    /// Wake-one through the kqueue personality (`EV_WAKEONE`, mkII rotation).
-    Serv02lKoneKq,
-    /// Prefork, `fcntl` lock around `accept`.
-    Serv03,
-    /// Prefork, process-shared pthread mutex around `accept`.
-    Serv04,
-    /// Prefork, the parent accepts and passes descriptors (`SCM_RIGHTS`).
-    Serv05,
-    /// One thread per client.
-    Serv06,
-    /// Prethreaded, mutex around `accept`.
-    Serv07,
-    /// Prethreaded, the main thread accepts and hands off.
-    Serv08,
-    /// Prethreaded, every thread blocks in `accept`.
-    Serv09,
-    /// One listening socket per worker process, `SO_REUSEPORT` (kernel sharding).
-    Reuseport,
-}
-
-impl Design {
-    /// Every design, in the order of the seed's table.
-    pub const ALL: &'static [Design] = &[
-        Design::Serv00,
-        Design::Serv01,
-        Design::Serv02,
-        Design::Serv02l,
-        Design::Serv02lK,
-        Design::Serv02lKone,
-        Design::Serv02lKoneR1,
-        Design::Serv02lKoneR16,
-        Design::Serv02lKoneKq,
-        Design::Serv03,
-        Design::Serv04,
-        Design::Serv05,
-        Design::Serv06,
-        Design::Serv07,
-        Design::Serv08,
-        Design::Serv09,
-        Design::Reuseport,
-    ];
-
-    /// The design's name (`serv02l-kone-r1`, `reuseport`, ...).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Design::Serv00 => "serv00",
-            Design::Serv01 => "serv01",
-            Design::Serv02 => "serv02",
-            Design::Serv02l => "serv02l",
-            Design::Serv02lK => "serv02l-k",
-            Design::Serv02lKone => "serv02l-kone",
-            Design::Serv02lKoneR1 => "serv02l-kone-r1",
-            Design::Serv02lKoneR16 => "serv02l-kone-r16",
-            Design::Serv02lKoneKq => "serv02l-kone-kq",
-            Design::Serv03 => "serv03",
-            Design::Serv04 => "serv04",
-            Design::Serv05 => "serv05",
-            Design::Serv06 => "serv06",
-            Design::Serv07 => "serv07",
-            Design::Serv08 => "serv08",
-            Design::Serv09 => "serv09",
-            Design::Reuseport => "reuseport",
-        }
-    }
-
-    /// True if `accept` is non-blocking after a readiness wake-up (collisions
-    /// possible).
-    fn nonblocking_listener(self) -> bool {
-        matches!(
-            self,
-            Design::Serv02l
-                | Design::Serv02lK
-                | Design::Serv02lKone
-                | Design::Serv02lKoneR1
-                | Design::Serv02lKoneR16
-                | Design::Serv02lKoneKq
-        )
-    }
-
-    /// Worker slots that serve connections (whose share is measured), and the total
-    /// slots including an acceptor's.
-    fn slots(self, workers: usize) -> (usize, usize) {
-        match self {
-            Design::Serv00 | Design::Serv01 | Design::Serv06 => (1, 1),
-            Design::Serv05 | Design::Serv08 => (workers, workers + 1),
-            _ => (workers, workers),
-        }
-    }
-}
-
-impl fmt::Display for Design {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Design {
-    type Err = io::Error;
-    fn from_str(s: &str) -> io::Result<Design> {
-        Design::ALL
-            .iter()
-            .copied()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Design::ALL.iter().map(|d| d.name()).collect();
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("unknown design {s:?}; known: {}", names.join(", ")),
-                )
-            })
-    }
-}
 
 /// The command line of `evq-herd` (and of `evq herd`).
 #[derive(Clone, Debug, clap::Args)]
@@ -365,7 +233,7 @@ fn run_one(cfg: &HerdConfig, design: Design, concurrency: usize) -> io::Result<H
             .requests_per_client
             .unwrap_or_else(|| cfg.requests_per_run.div_ceil(concurrency));
         let (ok, errors, elapsed, timed_out) =
-            drive(addr, concurrency, per_client, cfg.run_timeout);
+            client::drive(addr, concurrency, per_client, cfg.run_timeout);
         counters.stop();
         for &l in &listeners {
             net::shutdown(l);
@@ -421,84 +289,6 @@ fn expected_ready(design: Design, workers: usize) -> u64 {
         Design::Serv05 | Design::Serv08 => workers as u64 + 1,
         _ => workers as u64,
     }
-}
-
-/// The closed-loop client: `concurrency` threads, each making `per_client`
-/// requests one after another (connect, send the request line, read the reply to
-/// end-of-file), stopping at `limit`. Returns (completed, failed, elapsed,
-/// timed out).
-fn drive(
-    addr: SocketAddr,
-    concurrency: usize,
-    per_client: usize,
-    limit: Duration,
-) -> (u64, u64, Duration, bool) {
-    let barrier = Arc::new(Barrier::new(concurrency + 1));
-    let start_deadline = Arc::new(std::sync::OnceLock::<Instant>::new());
-    let threads: Vec<_> = (0..concurrency)
-        .filter_map(|_| {
-            let (barrier, deadline) = (barrier.clone(), start_deadline.clone());
-            std::thread::Builder::new()
-                .stack_size(128 * 1024)
-                .spawn(move || {
-                    barrier.wait();
-                    let deadline = *deadline.get().unwrap_or(&Instant::now());
-                    let (mut ok, mut failed, mut late) = (0u64, 0u64, false);
-                    for _ in 0..per_client {
-                        if Instant::now() >= deadline {
-                            late = true;
-                            break;
-                        }
-                        if request(addr, deadline) {
-                            ok += 1;
-                        } else {
-                            failed += 1;
-                        }
-                    }
-                    (ok, failed, late)
-                })
-                .ok()
-        })
-        .collect();
-    let missing = concurrency - threads.len();
-    // Threads that could not be spawned never reach the barrier: stand in for them.
-    let stand_ins: Vec<_> = (0..missing)
-        .map(|_| {
-            let b = barrier.clone();
-            std::thread::spawn(move || {
-                b.wait();
-            })
-        })
-        .collect();
-    let _ = start_deadline.set(Instant::now() + limit);
-    let start = Instant::now();
-    barrier.wait();
-    let (mut ok, mut failed, mut late) = (0, 0, false);
-    for t in threads {
-        if let Ok((o, f, l)) = t.join() {
-            ok += o;
-            failed += f;
-            late |= l;
-        }
-    }
-    for s in stand_ins {
-        let _ = s.join();
-    }
-    (ok, failed, start.elapsed(), late)
-}
-
-fn request(addr: SocketAddr, deadline: Instant) -> bool {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1));
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, left) else {
-        return false;
-    };
-    if s.set_read_timeout(Some(left)).is_err() || s.write_all(net::REQUEST).is_err() {
-        return false;
-    }
-    let mut reply = Vec::with_capacity(128);
-    s.read_to_end(&mut reply).is_ok() && reply == net::BODY
 }
 
 /// Renders records as an aligned text table.
