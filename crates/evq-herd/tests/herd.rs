@@ -11,6 +11,10 @@ struct Cli {
     herd: HerdArgs,
 }
 
+/// Tests that fork servers run one at a time, so that "no children left" means
+/// this test's children.
+static FORKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn no_children_left() -> bool {
     let mut status = 0;
     // SAFETY: waitpid with WNOHANG on any child; writes into a live int.
@@ -20,6 +24,7 @@ fn no_children_left() -> bool {
 
 #[test]
 fn quick_run_of_three_designs_returns_sane_records() {
+    let _serial = FORKING.lock().unwrap_or_else(|p| p.into_inner());
     let cfg = HerdConfig {
         designs: vec![Design::Serv02, Design::Serv02lKoneR1, Design::Serv05],
         workers: 3,
@@ -126,6 +131,7 @@ fn jain_index_bounds() {
 /// expected gap near 3.
 #[test]
 fn herd_is_visible_and_wake_one_removes_it() {
+    let _serial = FORKING.lock().unwrap_or_else(|p| p.into_inner());
     let cfg = HerdConfig {
         designs: vec![Design::Serv02lK, Design::Serv02lKoneR1],
         workers: 4,
