@@ -34,6 +34,8 @@ enum Command {
     Dead(evq_load::DeadArgs),
     /// Run a command from client network namespaces behind a delay relay (WAN emulation).
     Wan(evq_load::WanArgs),
+    /// The Stevens server family (SEEDS 003): prefork/prethread designs, herd, wake-one.
+    Herd(evq_herd::HerdArgs),
     /// Re-run the source papers' experiments on this kernel and write a report
     /// (lab-report/index.html, PNG plots, results.json).
     Lab(evq_lab::LabArgs),
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         Command::Load(args) => evq_load::load_command(&args),
         Command::Dead(args) => evq_load::dead_command(&args),
         Command::Wan(args) => evq_load::wan_command(&args),
+        Command::Herd(args) => evq_herd::cli(&args),
         Command::Lab(args) => {
             let line = std::env::args().collect::<Vec<_>>().join(" ");
             evq_lab::run(&args, &line).map(drop)

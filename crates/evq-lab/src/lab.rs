@@ -93,7 +93,7 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
         name: "herd",
         seed: "003 DragonFly BSD EV_WAKEONE: the Stevens server family",
         claim: "wake-one matches or beats blocking in accept and removes the thundering herd",
-        run: Err("needs `evq herd` (issue 4) in this build"),
+        run: Ok(crate::experiments::herd::run),
     },
     ScenarioEntry {
         name: "proxy",

@@ -1,3 +1,4 @@
 //! The lab's scenarios, one file each.
 
+pub mod herd;
 pub mod pipe_scaling;
