@@ -249,10 +249,11 @@ impl UringBackend {
         Ok(())
     }
 
-    /// Drains the CQ into the ready FIFO.
-    fn reap(&mut self) {
-        let mut rearm = Vec::new();
+    /// Drains the CQ into the ready FIFO; returns how many CQEs it took.
+    fn reap(&mut self) -> usize {
+        let mut taken = 0;
         for cqe in self.ring.completion() {
+            taken += 1;
             let ud = cqe.user_data();
             let seq = (ud >> 32) as u32;
             let fd = ud as u32 as RawFd;
@@ -274,28 +275,20 @@ impl UringBackend {
                 slot.bits |= res as u32;
             } else if res == -libc::EBADF {
                 slot.gone = true;
-            } else if res == -libc::ECANCELED {
-                // Not cancelled by us (that would be an older sequence): re-arm.
-                if !slot.armed {
-                    rearm.push(fd);
-                }
-                continue;
-            } else {
+            } else if res != -libc::ECANCELED {
+                // (ECANCELED of the current request was not our doing: it is re-armed
+                // when its FIFO entry comes up, like any request that ended.)
                 slot.bits |= libc::POLLERR as u16 as u32;
                 slot.spent = true;
             }
-            let mode = slot.watch.map(|w| w.mode);
-            if !slot.armed && mode == Some(Mode::Event) && !slot.gone && !slot.spent {
-                rearm.push(fd);
-            }
+            // Re-arming happens at delivery, not here: a request re-armed while the
+            // CQ overflows would complete into the overflow again at once (livelock).
             if !slot.queued {
                 slot.queued = true;
                 self.ready.push_back(fd);
             }
         }
-        for fd in rearm {
-            self.arm(fd);
-        }
+        taken
     }
 
     fn lost_cqes(&mut self) -> bool {
@@ -405,9 +398,9 @@ impl Backend for UringBackend {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
                 Err(e) => return Err(e),
             }
-            let before = self.ready.len();
-            self.reap();
-            if self.ready.len() == before && self.ring.completion().is_empty() {
+            // Until the kernel's list is empty: a parked CQE left behind would
+            // surface after its fd was delivered and read, as a stale event.
+            if self.reap() == 0 {
                 break;
             }
         }
@@ -432,6 +425,11 @@ impl Backend for UringBackend {
                 continue;
             }
             let bits = std::mem::take(&mut slot.bits);
+            if !slot.armed && !slot.spent && w.mode != Mode::Oneshot {
+                // Level: the single-shot poll fired; event: the multishot request
+                // ended (quirks b, c). The fresh poll looks at the current state.
+                self.arm(fd);
+            }
             let readiness = Readiness::from_poll(bits as u16 as i16).answering(w.interest);
             if readiness.is_empty() {
                 continue;
@@ -442,15 +440,12 @@ impl Backend for UringBackend {
                 gone: false,
             });
             delivered += 1;
-            match w.mode {
-                Mode::Level if !slot.armed => self.arm(fd),
-                Mode::Oneshot => {
-                    slot.spent = true;
-                    if slot.armed {
-                        self.cancel(fd);
-                    }
+            if w.mode == Mode::Oneshot {
+                let slot = &mut self.slots[fd as usize];
+                slot.spent = true;
+                if slot.armed {
+                    self.cancel(fd);
                 }
-                _ => {}
             }
         }
         if delivered == 0 && interrupted {
