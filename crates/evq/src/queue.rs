@@ -163,13 +163,27 @@ impl EventQueue {
             Some(old) => {
                 let old_watch = watch(fd, self.table.key(fd), &old);
                 let key = self.table.update(fd, reg);
-                if let Err(e) = self.backend.modify(&old_watch, &watch(fd, key, &reg)) {
-                    if syscall::is_open(fd) {
-                        self.table.update(fd, old);
-                    } else {
-                        self.table.remove(fd);
+                match self.backend.modify(&old_watch, &watch(fd, key, &reg)) {
+                    Ok(()) => {}
+                    // The kernel no longer knows this number under this file: it was
+                    // closed and reused behind the queue's back. A new file is a new
+                    // registration, so it gets a new generation; anything the old
+                    // file still produces (kept alive by a dup) is stale.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                        let key = self.table.insert(fd, reg);
+                        if let Err(e) = self.backend.add(&watch(fd, key, &reg)) {
+                            self.table.remove(fd);
+                            return Err(e);
+                        }
                     }
-                    return Err(e);
+                    Err(e) => {
+                        if syscall::is_open(fd) {
+                            self.table.update(fd, old);
+                        } else {
+                            self.table.remove(fd);
+                        }
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -404,6 +418,13 @@ impl EventQueue {
         self.backend.rebuild(watches.into_iter())
     }
 }
+
+// The queue is built on one thread and moved to the one that waits.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<EventQueue>();
+    assert_send::<Notifier>();
+};
 
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)

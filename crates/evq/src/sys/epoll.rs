@@ -15,8 +15,10 @@
 //!    the kernel: `EPOLL_CTL_MOD` then fails with `ENOENT`, and the queue re-adds.
 //!    The mirror case (`ADD` → `EEXIST`) is answered with `MOD`.
 //! c) **`EPOLLEXCLUSIVE` is ADD-only** (Linux 4.5): `MOD` of an exclusive entry, or to
-//!    an exclusive one, is `EINVAL`, so such a modify is `DEL` + `ADD`. It cannot be
-//!    combined with `EPOLLONESHOT` either (`EINVAL`, reported as is).
+//!    an exclusive one, is `EINVAL`, so such a modify is `DEL` + `ADD`. It accepts
+//!    only `EPOLLIN|EPOLLOUT|EPOLLERR|EPOLLHUP|EPOLLET` beside it, so `EPOLLRDHUP` is
+//!    left out of exclusive watches (a hang-up still shows as `EPOLLIN`/`EPOLLHUP`),
+//!    and `EPOLLONESHOT` with wake-one is `EINVAL`, reported as is.
 //! d) **Level entries are re-queued at the tail** of the ready list after delivery,
 //!    so a batch smaller than the ready set rotates through it: no starvation, FIFO
 //!    in arrival order among newly ready entries.
@@ -53,7 +55,11 @@ fn epoll_create() -> io::Result<OwnedFd> {
 fn event_bits(w: &Watch) -> u32 {
     let mut bits = 0u32;
     if w.interest.contains(Interest::READ) {
-        bits |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+        bits |= libc::EPOLLIN as u32;
+        // Quirk c: EPOLLEXCLUSIVE accepts only EPOLLIN/OUT/ERR/HUP/WAKEUP/ET.
+        if !w.wake_one {
+            bits |= libc::EPOLLRDHUP as u32;
+        }
     }
     if w.interest.contains(Interest::WRITE) {
         bits |= libc::EPOLLOUT as u32;
@@ -146,11 +152,9 @@ impl Backend for EpollBackend {
             }
             return self.ctl(libc::EPOLL_CTL_ADD, new);
         }
-        match self.ctl(libc::EPOLL_CTL_MOD, new) {
-            // Quirk b: the number was closed and reused behind our back.
-            Err(e) if errno_is(&e, libc::ENOENT) => self.ctl(libc::EPOLL_CTL_ADD, new),
-            other => other,
-        }
+        // Quirk b: `ENOENT` means the number was closed and reused behind our back;
+        // it goes back to the queue, which starts a new generation and calls `add`.
+        self.ctl(libc::EPOLL_CTL_MOD, new)
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {

@@ -127,6 +127,10 @@ pub struct Capabilities {
     pub cost_grows_with_interest: bool,
     /// The mask in an event is the state at dequeue time (not a stale snapshot).
     pub current_state_masks: bool,
+    /// Ready descriptors are delivered in the order they became ready. Backends that
+    /// only know state (select, poll) rotate through the ready set instead, which
+    /// still never starves anyone.
+    pub fifo: bool,
 }
 
 impl BackendKind {
@@ -208,6 +212,7 @@ impl BackendKind {
                     wake_one: false,
                     cost_grows_with_interest: true,
                     current_state_masks: true,
+                    fifo: false,
                 }
             }
             BackendKind::Epoll => Capabilities {
@@ -217,6 +222,7 @@ impl BackendKind {
                 wake_one: true,
                 cost_grows_with_interest: false,
                 current_state_masks: true,
+                fifo: true,
             },
             // Every candidate is checked by poll(2) before it is reported, so masks are
             // current; a file signals one owner, so no wake-one.

@@ -23,7 +23,6 @@
 
 use super::syscall::{syscall, timeout_ms};
 use super::{Backend, SysEvent, Watch};
-use crate::interest_table::Key;
 use crate::{Mode, Readiness};
 use std::io;
 use std::os::fd::RawFd;
@@ -200,9 +199,4 @@ impl Backend for PollBackend {
     fn rebuild<'a>(&mut self, _watches: impl Iterator<Item = Watch> + 'a) -> io::Result<()> {
         Ok(())
     }
-}
-
-#[allow(dead_code)]
-fn _assert_key_is_u64(k: Key) -> u64 {
-    k
 }

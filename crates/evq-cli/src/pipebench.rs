@@ -1,0 +1,415 @@
+//! `evq pipebench`: the Solaris devpollperf test (SEEDS 004) on every backend.
+//!
+//! N probe descriptors; each iteration writes one token to a pseudo-random one,
+//! waits for it with the backend under test, and reads it. The same loop written
+//! with raw syscalls in C (`csrc/raw_loop.c`: no wait at all, `poll`, `epoll`) runs
+//! in the same process, interleaved with the evq runs, so every figure can be read
+//! as a ratio against the floor measured minutes apart at most. Contenders are
+//! rotated between repetitions (A/B alternation) and the median is reported.
+
+use crate::probe_fds::{FdKind, ProbeFds};
+use crate::resources::{raise_nofile, CpuTime};
+use evq::{BackendKind, EventQueue, Events, Interest, Options};
+use serde::Serialize;
+use std::io::{self, IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+extern "C" {
+    fn evq_raw_loop(
+        kind: libc::c_int,
+        rfds: *const libc::c_int,
+        wfds: *const libc::c_int,
+        n: libc::c_int,
+        iters: i64,
+        warmup: i64,
+        seed: u64,
+        token_bytes: libc::c_int,
+        batch: libc::c_int,
+    ) -> i64;
+}
+
+/// Flags of `evq pipebench`.
+#[derive(clap::Args, Debug)]
+pub struct PipebenchArgs {
+    /// Backend to measure (repeatable); default: every available one.
+    #[arg(long = "backend")]
+    backends: Vec<String>,
+    /// Numbers of descriptors (repeatable or comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 10, 100, 1000, 10000])]
+    fds: Vec<usize>,
+    /// Timed iterations per run for O(ready) contenders; O(registered) ones (select,
+    /// poll) run `iters * 100 / fds` (at least 1000, at most `iters`) so a sweep
+    /// to 10,000 descriptors stays short.
+    #[arg(long, default_value_t = 20_000)]
+    iters: u64,
+    /// Repetitions of each run; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Events per get_next_event call (the batch's capacity).
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// `raw` runs the C floor (raw-none, raw-poll, raw-epoll) in the same run.
+    #[arg(long, value_enum, default_value_t = Baseline::Raw)]
+    baseline: Baseline,
+    /// Descriptor kind.
+    #[arg(long, value_enum, default_value_t = FdKind::Auto)]
+    fd_kind: FdKind,
+    /// Seed of the pseudo-random descriptor sequence.
+    #[arg(long, default_value_t = 0x5eed_1999)]
+    seed: u64,
+    /// Print JSON records instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Whether the raw C floor runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Baseline {
+    /// Run raw-none, raw-poll and raw-epoll beside evq.
+    Raw,
+    /// Skip them.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Contender {
+    Raw(i32, &'static str),
+    Evq(BackendKind),
+}
+
+impl Contender {
+    fn name(&self) -> &'static str {
+        match self {
+            Contender::Raw(_, n) => n,
+            Contender::Evq(k) => k.name(),
+        }
+    }
+    fn cost_grows_with_fds(&self) -> bool {
+        match self {
+            Contender::Raw(kind, _) => *kind == 1,
+            Contender::Evq(k) => k.capabilities().cost_grows_with_interest,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Sample {
+    ns_per_event: f64,
+    user_ns: f64,
+    sys_ns: f64,
+}
+
+/// One JSON record: a contender at one size.
+#[derive(Serialize, Debug, Clone)]
+pub struct PipebenchRecord {
+    pub backend: String,
+    pub fds: usize,
+    pub iters: u64,
+    pub reps: usize,
+    pub fd_kind: FdKind,
+    pub ns_per_event: f64,
+    pub min: f64,
+    pub max: f64,
+    pub user_ns_per_event: f64,
+    pub sys_ns_per_event: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+struct Xorshift(u64);
+
+impl Xorshift {
+    /// xorshift64*, identical to `next_random` in csrc/raw_loop.c.
+    #[inline]
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+fn run_evq(
+    kind: BackendKind,
+    probes: &ProbeFds,
+    iters: u64,
+    warmup: u64,
+    seed: u64,
+    batch: usize,
+) -> io::Result<Sample> {
+    let mut queue = EventQueue::with_backend(kind)?;
+    for (i, &fd) in probes.read_fds.iter().enumerate() {
+        queue.declare_interest(fd, Interest::READ, Options::new(i as u64))?;
+    }
+    let mut events = Events::with_capacity(batch);
+    let token = 1u64.to_ne_bytes();
+    let bytes = probes.token_bytes();
+    let mut sink = [0u8; 8];
+    let mut rng = Xorshift(seed);
+    let n = probes.read_fds.len() as u64;
+    let mut start = Instant::now();
+    let mut cpu0 = CpuTime::of_this_thread();
+    for it in 0..warmup + iters {
+        if it == warmup {
+            cpu0 = CpuTime::of_this_thread();
+            start = Instant::now();
+        }
+        let p = (rng.next() % n) as usize;
+        // SAFETY: writes `bytes` (1 or 8) bytes from a live 8-byte array.
+        if unsafe { libc::write(probes.write_fds[p], token.as_ptr().cast(), bytes) }
+            != bytes as isize
+        {
+            return Err(io::Error::last_os_error());
+        }
+        queue.get_next_event(&mut events, None)?;
+        for e in &events {
+            // SAFETY: reads at most 8 bytes into a live 8-byte array.
+            if unsafe { libc::read(e.fd(), sink.as_mut_ptr().cast(), bytes) } != bytes as isize {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    let cpu = CpuTime::of_this_thread().since(cpu0);
+    Ok(sample(elapsed, cpu, iters))
+}
+
+fn run_raw(
+    kind: i32,
+    probes: &ProbeFds,
+    iters: u64,
+    warmup: u64,
+    seed: u64,
+    batch: usize,
+) -> io::Result<Sample> {
+    let cpu0 = CpuTime::of_this_thread();
+    // SAFETY: the fd arrays are live, `n` long, and stay open for the call.
+    let ns = unsafe {
+        evq_raw_loop(
+            kind,
+            probes.read_fds.as_ptr(),
+            probes.write_fds.as_ptr(),
+            probes.read_fds.len() as libc::c_int,
+            iters as i64,
+            warmup as i64,
+            seed,
+            probes.token_bytes() as libc::c_int,
+            batch as libc::c_int,
+        )
+    };
+    if ns < 0 {
+        return Err(io::Error::from_raw_os_error(-ns as i32));
+    }
+    let cpu = CpuTime::of_this_thread().since(cpu0);
+    Ok(sample(Duration::from_nanos(ns as u64), cpu, iters))
+}
+
+fn sample(elapsed: Duration, cpu: CpuTime, iters: u64) -> Sample {
+    let per = |d: Duration| d.as_nanos() as f64 / iters as f64;
+    Sample {
+        ns_per_event: per(elapsed),
+        user_ns: per(cpu.user),
+        sys_ns: per(cpu.system),
+    }
+}
+
+fn contenders(args: &PipebenchArgs) -> io::Result<Vec<Contender>> {
+    let mut list = Vec::new();
+    if args.baseline == Baseline::Raw {
+        list.extend([
+            Contender::Raw(0, "raw-none"),
+            Contender::Raw(1, "raw-poll"),
+            Contender::Raw(2, "raw-epoll"),
+        ]);
+    }
+    if args.backends.is_empty() {
+        list.extend(BackendKind::candidates().into_iter().map(Contender::Evq));
+    } else {
+        for name in &args.backends {
+            let kind: BackendKind = name.parse()?;
+            kind.available().map_err(|e| {
+                io::Error::new(e.kind(), format!("backend {kind} is unavailable here: {e}"))
+            })?;
+            list.push(Contender::Evq(kind));
+        }
+    }
+    Ok(list)
+}
+
+/// Runs the benchmark and returns its records (also used by the lab).
+pub fn measure(
+    args: &PipebenchArgs,
+    mut progress: impl FnMut(&str),
+) -> io::Result<Vec<PipebenchRecord>> {
+    if args.fds.is_empty() || args.fds.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--fds values must be at least 1",
+        ));
+    }
+    if args.iters == 0 || args.reps == 0 || args.batch == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--iters, --reps and --batch must be at least 1",
+        ));
+    }
+    let limit = raise_nofile()?;
+    let max_n = *args.fds.iter().max().unwrap_or(&1);
+    let kind = ProbeFds::resolve(args.fd_kind, max_n, limit);
+    let per_probe = if kind == FdKind::Pipe { 2 } else { 1 };
+    if (max_n * per_probe + 64) as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{max_n} {kind:?} probes need {} descriptors; the limit is {limit}",
+                max_n * per_probe + 64
+            ),
+        ));
+    }
+    let list = contenders(args)?;
+    let mut records = Vec::new();
+    for &fds in &args.fds {
+        let probes = ProbeFds::open(kind, fds)?;
+        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); list.len()];
+        let iters_for = |c: &Contender| {
+            if c.cost_grows_with_fds() {
+                (args.iters * 100 / fds as u64).clamp(1000.min(args.iters), args.iters)
+            } else {
+                args.iters
+            }
+        };
+        for rep in 0..args.reps {
+            for step in 0..list.len() {
+                // Rotate the order every repetition so no contender always runs first.
+                let i = (step + rep) % list.len();
+                let c = list[i];
+                progress(&format!(
+                    "fds {fds:>6}  rep {}/{}  {:<16}",
+                    rep + 1,
+                    args.reps,
+                    c.name()
+                ));
+                let iters = iters_for(&c);
+                let warmup = (iters / 20).max(10);
+                let seed = args.seed.wrapping_add(rep as u64) | 1;
+                let s = match c {
+                    Contender::Raw(k, _) => run_raw(k, &probes, iters, warmup, seed, args.batch)?,
+                    Contender::Evq(k) => run_evq(k, &probes, iters, warmup, seed, args.batch)
+                        .map_err(|e| io::Error::new(e.kind(), format!("{k} at {fds} fds: {e}")))?,
+                };
+                samples[i].push(s);
+            }
+        }
+        for (c, s) in list.iter().zip(samples) {
+            let ns: Vec<f64> = s.iter().map(|x| x.ns_per_event).collect();
+            records.push(PipebenchRecord {
+                backend: c.name().to_string(),
+                fds,
+                iters: iters_for(c),
+                reps: args.reps,
+                fd_kind: kind,
+                ns_per_event: median(ns.clone()),
+                min: ns.iter().copied().fold(f64::INFINITY, f64::min),
+                max: ns.iter().copied().fold(0.0, f64::max),
+                user_ns_per_event: median(s.iter().map(|x| x.user_ns).collect()),
+                sys_ns_per_event: median(s.iter().map(|x| x.sys_ns).collect()),
+            });
+        }
+    }
+    Ok(records)
+}
+
+fn find<'a>(
+    records: &'a [PipebenchRecord],
+    backend: &str,
+    fds: usize,
+) -> Option<&'a PipebenchRecord> {
+    records
+        .iter()
+        .find(|r| r.backend == backend && r.fds == fds)
+}
+
+pub fn run(args: &PipebenchArgs) -> io::Result<()> {
+    let tty = io::stderr().is_terminal();
+    let records = measure(args, |line| {
+        if tty {
+            eprint!("\r\x1b[2K{line}");
+            let _ = io::stderr().flush();
+        }
+    })?;
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&records).map_err(io::Error::other)?
+        );
+        return Ok(());
+    }
+    print_table(args, &records);
+    Ok(())
+}
+
+fn print_table(args: &PipebenchArgs, records: &[PipebenchRecord]) {
+    let mut names: Vec<&str> = Vec::new();
+    for r in records {
+        if !names.contains(&r.backend.as_str()) {
+            names.push(&r.backend);
+        }
+    }
+    let kind = records.first().map(|r| r.fd_kind);
+    println!(
+        "pipebench: ns per event, median of {} reps ({:?} descriptors, batch {}); min-max spread in JSON",
+        args.reps,
+        kind.unwrap_or(FdKind::Pipe),
+        args.batch
+    );
+    print!("{:>7}", "fds");
+    for n in &names {
+        print!(" {n:>15}");
+    }
+    println!();
+    for &fds in &args.fds {
+        print!("{fds:>7}");
+        for n in &names {
+            match find(records, n, fds) {
+                Some(r) => print!(" {:>15.0}", r.ns_per_event),
+                None => print!(" {:>15}", "-"),
+            }
+        }
+        println!();
+    }
+    if find(records, "raw-epoll", args.fds[0]).is_some() && names.contains(&"epoll") {
+        println!();
+        println!("evq epoll / raw C epoll (same run; 1.00 = the floor):");
+        for &fds in &args.fds {
+            if let (Some(e), Some(r)) =
+                (find(records, "epoll", fds), find(records, "raw-epoll", fds))
+            {
+                println!("  {fds:>6} fds: {:.3}", e.ns_per_event / r.ns_per_event);
+            }
+        }
+    }
+    let (lo, hi) = (100, 10_000);
+    if let (Some(e_lo), Some(e_hi), Some(n_lo), Some(n_hi)) = (
+        find(records, "epoll", lo),
+        find(records, "epoll", hi),
+        find(records, "raw-none", lo),
+        find(records, "raw-none", hi),
+    ) {
+        let growth =
+            (e_hi.ns_per_event - n_hi.ns_per_event) / (e_lo.ns_per_event - n_lo.ns_per_event);
+        println!("epoll cost of waiting at {hi} fds / at {lo} fds (no-poll floor subtracted): {growth:.2}");
+    }
+}

@@ -1,0 +1,116 @@
+//! Shared helpers for the conformance suite: sockets, waiting, and running a check
+//! once per available backend.
+#![allow(dead_code)]
+
+use evq::{BackendKind, Capabilities, Event, EventQueue, Events};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+/// Long enough for a loaded 2-core box; tests only wait this long when failing.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Raises the soft descriptor limit to the hard one (20,000 on the CI machine).
+pub fn raise_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// A connected, non-blocking socket pair: (ours, peer).
+pub fn pair() -> (UnixStream, UnixStream) {
+    let (a, b) = UnixStream::pair().expect("socketpair");
+    a.set_nonblocking(true).unwrap();
+    b.set_nonblocking(true).unwrap();
+    (a, b)
+}
+
+/// Runs `check` once per backend this kernel supports, naming the backend if it
+/// panics. `needs` filters by capability; a skipped backend is printed, not hidden.
+pub fn for_each_backend(needs: impl Fn(&Capabilities) -> bool, mut check: impl FnMut(BackendKind)) {
+    raise_nofile();
+    let mut ran = 0;
+    for &kind in BackendKind::ALL {
+        if let Err(e) = kind.available() {
+            eprintln!("skip {kind}: unavailable here ({e})");
+            continue;
+        }
+        if !needs(&kind.capabilities()) {
+            eprintln!("skip {kind}: capability not declared");
+            continue;
+        }
+        eprintln!("-- {kind}");
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(kind)));
+        if let Err(panic) = result {
+            eprintln!("FAILED on backend {kind}");
+            std::panic::resume_unwind(panic);
+        }
+        ran += 1;
+    }
+    assert!(ran > 0, "no backend ran this check");
+}
+
+/// Every backend.
+pub fn every_backend(_: &Capabilities) -> bool {
+    true
+}
+
+/// One `get_next_event` call, returning the events.
+pub fn wait(q: &mut EventQueue, capacity: usize, timeout: Option<Duration>) -> Vec<Event> {
+    let mut events = Events::with_capacity(capacity);
+    let n = q
+        .get_next_event(&mut events, timeout)
+        .expect("get_next_event");
+    assert_eq!(n, events.len());
+    events.iter().copied().collect()
+}
+
+/// Waits until at least one event arrives (or PATIENCE passes, which fails).
+pub fn wait_some(q: &mut EventQueue, capacity: usize) -> Vec<Event> {
+    let got = wait(q, capacity, Some(PATIENCE));
+    assert!(!got.is_empty(), "no event within {PATIENCE:?}");
+    got
+}
+
+/// Looks without blocking.
+pub fn peek(q: &mut EventQueue) -> Vec<Event> {
+    wait(q, 1024, Some(Duration::ZERO))
+}
+
+pub fn fd(s: &impl AsRawFd) -> RawFd {
+    s.as_raw_fd()
+}
+
+/// Writes `bytes` bytes to a socket (non-blocking; must fit).
+pub fn send(s: &UnixStream, bytes: usize) {
+    let buf = vec![b'x'; bytes];
+    let n = unsafe_write(s.as_raw_fd(), &buf);
+    assert_eq!(n, bytes as isize, "short write");
+}
+
+fn unsafe_write(fd: RawFd, buf: &[u8]) -> isize {
+    // SAFETY: writes from a live slice of the given length.
+    unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) }
+}
+
+/// Reads everything available; returns the byte count.
+pub fn drain(s: &UnixStream) -> usize {
+    let mut total = 0;
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: reads into a live buffer of the given length.
+        let n = unsafe { libc::read(s.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return total;
+        }
+        total += n as usize;
+    }
+}
