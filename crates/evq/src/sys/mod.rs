@@ -233,6 +233,9 @@ impl BackendKind {
                 wake_one: false,
                 cost_grows_with_interest: false,
                 current_state_masks: true,
+                // The RT queue is FIFO, and so is the candidate list (after an
+                // overflow, recovery reports in descriptor order).
+                fifo: true,
             },
             // A poll CQE carries the mask of the wake-up that posted it.
             BackendKind::Uring => Capabilities {
@@ -242,6 +245,7 @@ impl BackendKind {
                 wake_one: false,
                 cost_grows_with_interest: false,
                 current_state_masks: false,
+                fifo: true,
             },
         }
     }

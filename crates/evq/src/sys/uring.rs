@@ -47,11 +47,15 @@
 //!    reused number is re-polled by the modify that its new registration causes. A
 //!    poll armed on a number already closed completes with `-EBADF`: reported `gone`.
 //! h) **Masks are those of the wake-up** that posted the CQE, not of dequeue time
-//!    (so `current_state_masks` is false); bands of several CQEs for one fd in one
-//!    call are ORed into one event.
+//!    (so `current_state_masks` is false), and a wake-up names only its own cause:
+//!    data arriving on a socket posts `POLLIN` even if the socket is also writable.
+//!    Bands of several CQEs for one fd in one call are ORed into one event, and a
+//!    registration that asks for more than one condition gets its mask completed
+//!    by one `poll(2)` over just those descriptors in the batch (single-condition
+//!    registrations, the common case, cost no extra syscall).
 //! i) **No wake-one**: `EPOLLEXCLUSIVE` semantics are not offered for io_uring polls.
 
-use super::syscall::current_tid;
+use super::syscall::{current_tid, syscall};
 use super::{Backend, SysEvent, Watch};
 use crate::{Mode, Readiness};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -93,6 +97,9 @@ pub(crate) struct UringBackend {
     backlog: VecDeque<squeue::Entry>,
     next_seq: u32,
     lost_seen: u32,
+    /// This call's events: (fd, poll bits).
+    batch: Vec<(RawFd, u32)>,
+    pollfds: Vec<libc::pollfd>,
 }
 
 fn ring_sizes() -> (u32, u32) {
@@ -291,6 +298,78 @@ impl UringBackend {
         taken
     }
 
+    /// Takes up to `max` entries off the ready FIFO into `batch`, re-arming ended
+    /// requests and reporting closed descriptors as they come.
+    fn take_batch<F: FnMut(SysEvent)>(&mut self, max: usize, on_event: &mut F) {
+        self.batch.clear();
+        while self.batch.len() < max {
+            let Some(fd) = self.ready.pop_front() else {
+                break;
+            };
+            let slot = &mut self.slots[fd as usize];
+            slot.queued = false;
+            let Some(w) = slot.watch else { continue };
+            if slot.gone {
+                *slot = Slot::default();
+                on_event(SysEvent {
+                    key: w.key,
+                    readiness: Readiness::empty(),
+                    gone: true,
+                });
+                continue;
+            }
+            let bits = std::mem::take(&mut slot.bits);
+            if !slot.armed && !slot.spent && w.mode != Mode::Oneshot {
+                // Level: the single-shot poll fired; event: the multishot request
+                // ended (quirks b, c). The fresh poll looks at the current state.
+                self.arm(fd);
+            }
+            self.batch.push((fd, bits));
+        }
+    }
+
+    /// Quirk h: a wake-up's mask names only what woke it (data arriving says
+    /// nothing of write space), so registrations asking for more than one condition
+    /// get their current state from one `poll(2)` over just those descriptors.
+    fn complete_masks(&mut self) {
+        self.pollfds.clear();
+        for &(fd, _) in &self.batch {
+            if let Some(w) = self.slots[fd as usize].watch {
+                if w.interest.bits().count_ones() > 1 {
+                    self.pollfds.push(libc::pollfd {
+                        fd,
+                        events: w.interest.to_poll(),
+                        revents: 0,
+                    });
+                }
+            }
+        }
+        if self.pollfds.is_empty() {
+            return;
+        }
+        let polled = loop {
+            match syscall!(poll(
+                self.pollfds.as_mut_ptr(),
+                self.pollfds.len() as libc::nfds_t,
+                0
+            )) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        if polled.is_err() {
+            // Keep the wake-up masks: stale is better than lost.
+            return;
+        }
+        let mut p = 0;
+        for entry in &mut self.batch {
+            if p < self.pollfds.len() && self.pollfds[p].fd == entry.0 {
+                entry.1 = self.pollfds[p].revents as u16 as u32;
+                p += 1;
+            }
+        }
+    }
+
     fn lost_cqes(&mut self) -> bool {
         let lost = self.ring.completion().overflow();
         if lost != self.lost_seen {
@@ -316,6 +395,8 @@ impl Backend for UringBackend {
             backlog: VecDeque::new(),
             next_seq: 0,
             lost_seen: 0,
+            batch: Vec::new(),
+            pollfds: Vec::new(),
         })
     }
 
@@ -407,28 +488,23 @@ impl Backend for UringBackend {
         if self.lost_cqes() {
             self.rearm_all();
         }
+        self.take_batch(max, &mut on_event);
+        self.complete_masks();
         let mut delivered = 0;
-        while delivered < max {
-            let Some(fd) = self.ready.pop_front() else {
-                break;
+        for i in 0..self.batch.len() {
+            let (fd, bits) = self.batch[i];
+            let Some(w) = self.slots[fd as usize].watch else {
+                continue;
             };
-            let slot = &mut self.slots[fd as usize];
-            slot.queued = false;
-            let Some(w) = slot.watch else { continue };
-            if slot.gone {
-                *slot = Slot::default();
+            if bits & libc::POLLNVAL as u16 as u32 != 0 {
+                self.cancel(fd);
+                self.slots[fd as usize] = Slot::default();
                 on_event(SysEvent {
                     key: w.key,
                     readiness: Readiness::empty(),
                     gone: true,
                 });
                 continue;
-            }
-            let bits = std::mem::take(&mut slot.bits);
-            if !slot.armed && !slot.spent && w.mode != Mode::Oneshot {
-                // Level: the single-shot poll fired; event: the multishot request
-                // ended (quirks b, c). The fresh poll looks at the current state.
-                self.arm(fd);
             }
             let readiness = Readiness::from_poll(bits as u16 as i16).answering(w.interest);
             if readiness.is_empty() {
