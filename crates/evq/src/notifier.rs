@@ -1,9 +1,9 @@
 //! Waking a queue from another thread: an `eventfd(2)` registered in the queue like
 //! any other descriptor, so every backend wakes the same way.
 
+use crate::sys::SignalKick;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use crate::sys::SignalKick;
 use std::sync::Arc;
 
 /// A handle that wakes one [`EventQueue`](crate::EventQueue) from any thread.

@@ -34,7 +34,10 @@ fn set_limits() {
         assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0);
         r.rlim_cur = r.rlim_max.min(4096);
         assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
-        assert!(r.rlim_cur as usize > 2 * SOCKETS + 64, "RLIMIT_NOFILE too low");
+        assert!(
+            r.rlim_cur as usize > 2 * SOCKETS + 64,
+            "RLIMIT_NOFILE too low"
+        );
         assert_eq!(libc::getrlimit(libc::RLIMIT_SIGPENDING, &mut r), 0);
         r.rlim_cur = LIMIT;
         assert_eq!(libc::setrlimit(libc::RLIMIT_SIGPENDING, &r), 0);
@@ -51,17 +54,17 @@ fn run(kind: BackendKind, mode: Mode) {
         })
         .collect();
     for (i, (_, b)) in pairs.iter().enumerate() {
-        q.declare_interest(b.as_raw_fd(), Interest::READ, Options::new(i as u64).mode(mode))
-            .unwrap();
+        q.declare_interest(
+            b.as_raw_fd(),
+            Interest::READ,
+            Options::new(i as u64).mode(mode),
+        )
+        .unwrap();
     }
     // Registration makes each fd a candidate once; let the queue look at them while
     // they are quiet so that only the signals below can report them.
     let mut events = Events::with_capacity(64);
-    while q
-        .get_next_event(&mut events, Some(Duration::ZERO))
-        .unwrap()
-        > 0
-    {}
+    while q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap() > 0 {}
 
     for (a, _) in &pairs {
         (&*a).write_all(b"x").unwrap();

@@ -40,7 +40,9 @@ fn pair() -> (UnixStream, UnixStream) {
 /// All events within `timeout`, as token → readiness (asserting one per token per call).
 fn collect(q: &mut EventQueue, timeout: Option<Duration>) -> HashMap<u64, Readiness> {
     let mut events = Events::with_capacity(256);
-    let n = q.get_next_event(&mut events, timeout).expect("get_next_event");
+    let n = q
+        .get_next_event(&mut events, timeout)
+        .expect("get_next_event");
     let mut out = HashMap::new();
     for e in events.iter() {
         assert!(
@@ -102,8 +104,12 @@ fn event_mode_reports_arrivals_once() {
     for kind in kinds() {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (mut a, b) = pair();
-        q.declare_interest(b.as_raw_fd(), Interest::READ, Options::new(3).mode(Mode::Event))
-            .unwrap();
+        q.declare_interest(
+            b.as_raw_fd(),
+            Interest::READ,
+            Options::new(3).mode(Mode::Event),
+        )
+        .unwrap();
         a.write_all(b"x").unwrap();
         a.write_all(b"y").unwrap();
         let got = collect(&mut q, LONG);
@@ -128,7 +134,10 @@ fn oneshot_disarms_until_modify() {
         a.write_all(b"x").unwrap();
         assert!(collect(&mut q, LONG).contains_key(&4), "{kind}");
         a.write_all(b"y").unwrap();
-        assert!(collect(&mut q, SHORT).is_empty(), "{kind}: fired while disarmed");
+        assert!(
+            collect(&mut q, SHORT).is_empty(),
+            "{kind}: fired while disarmed"
+        );
         q.declare_interest(fd, Interest::READ, opts).unwrap();
         assert!(collect(&mut q, LONG).contains_key(&4), "{kind}: re-armed");
     }
@@ -144,7 +153,10 @@ fn write_interest_and_hangup() {
             .unwrap();
         assert!(state.contains(Readiness::WRITE));
         let got = collect(&mut q, LONG);
-        assert!(got.get(&5).is_some_and(|r| r.contains(Readiness::WRITE)), "{kind}");
+        assert!(
+            got.get(&5).is_some_and(|r| r.contains(Readiness::WRITE)),
+            "{kind}"
+        );
         q.declare_interest(b.as_raw_fd(), Interest::READ, Options::new(6))
             .unwrap();
         // Level write events may still be in flight from the old interest; they must
@@ -191,7 +203,10 @@ fn stale_events_after_close_and_reuse_are_dropped() {
             .unwrap();
         let got = collect(&mut q, SHORT);
         assert!(!got.contains_key(&7), "{kind}: stale token delivered");
-        assert!(!got.contains_key(&8), "{kind}: quiet socket reported: {got:?}");
+        assert!(
+            !got.contains_key(&8),
+            "{kind}: quiet socket reported: {got:?}"
+        );
         if !reused {
             q.close(fd).unwrap();
         }
@@ -251,8 +266,12 @@ fn queue_moved_to_another_thread_keeps_working() {
     for kind in kinds() {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let (mut a, b) = pair();
-        q.declare_interest(b.as_raw_fd(), Interest::READ, Options::new(9).mode(Mode::Event))
-            .unwrap();
+        q.declare_interest(
+            b.as_raw_fd(),
+            Interest::READ,
+            Options::new(9).mode(Mode::Event),
+        )
+        .unwrap();
         a.write_all(b"before").unwrap(); // signalled to the creating thread
         let q = std::thread::spawn(move || {
             let got = collect(&mut q, LONG);

@@ -42,8 +42,12 @@ fn run(mode: Mode, already_ready: bool) {
         }
     }
     for (i, (_, b)) in pairs.iter().enumerate() {
-        q.declare_interest(b.as_raw_fd(), Interest::READ, Options::new(i as u64).mode(mode))
-            .unwrap();
+        q.declare_interest(
+            b.as_raw_fd(),
+            Interest::READ,
+            Options::new(i as u64).mode(mode),
+        )
+        .unwrap();
     }
     if !already_ready {
         // Arm every poll while quiet, then make all ready at once.
@@ -81,8 +85,12 @@ fn run(mode: Mode, already_ready: bool) {
         "{mode:?}: events after everything was read"
     );
     if mode == Mode::Oneshot {
-        q.declare_interest(pairs[321].1.as_raw_fd(), Interest::READ, Options::new(321).mode(mode))
-            .unwrap();
+        q.declare_interest(
+            pairs[321].1.as_raw_fd(),
+            Interest::READ,
+            Options::new(321).mode(mode),
+        )
+        .unwrap();
     }
     (&pairs[321].0).write_all(b"y").unwrap();
     q.get_next_event(&mut events, Some(Duration::from_secs(5)))

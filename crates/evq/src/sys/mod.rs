@@ -237,14 +237,14 @@ impl BackendKind {
                 // overflow, recovery reports in descriptor order).
                 fifo: true,
             },
-            // A poll CQE carries the mask of the wake-up that posted it.
+            // CQE masks are checked by poll(2) over the batch before delivery.
             BackendKind::Uring => Capabilities {
                 level: true,
                 event: true,
                 oneshot: true,
                 wake_one: false,
                 cost_grows_with_interest: false,
-                current_state_masks: false,
+                current_state_masks: true,
                 fifo: true,
             },
         }

@@ -160,7 +160,8 @@ struct Slot {
 
 /// What a dequeued signal says.
 enum Hint {
-    Fd(RawFd),
+    /// A descriptor and the poll bits (`si_band`) of what happened to it.
+    Fd(RawFd, u32),
     Kick,
     Overflow,
 }
@@ -199,12 +200,12 @@ fn timespec(d: Duration) -> libc::timespec {
     }
 }
 
-fn hint(signo: libc::c_int, code: libc::c_int, fd: RawFd) -> Hint {
+fn hint(signo: libc::c_int, code: libc::c_int, fd: RawFd, band: u32) -> Hint {
     if signo == libc::SIGIO {
         Hint::Overflow
     } else if code > 0 {
         // POLL_IN .. POLL_HUP: sent by the kernel for a file.
-        Hint::Fd(fd)
+        Hint::Fd(fd, band)
     } else {
         // SI_TKILL (our kick) or anything user space queued: treat as a wake-up.
         Hint::Kick
@@ -224,11 +225,7 @@ impl RtSignalBackend {
             libc::sigaddset(&mut set, libc::SIGIO);
         }
         let signalfd = if bulk {
-            let fd = syscall!(signalfd(
-                -1,
-                &set,
-                libc::SFD_NONBLOCK | libc::SFD_CLOEXEC
-            ))?;
+            let fd = syscall!(signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC))?;
             // SAFETY: signalfd(2) with fd -1 returns a new descriptor that we own.
             Some(unsafe { OwnedFd::from_raw_fd(fd) })
         } else {
@@ -389,7 +386,12 @@ impl RtSignalBackend {
                 Err(e) => return Err(e),
             };
             for info in &self.infos[..n] {
-                on_hint(hint(info.ssi_signo as i32, info.ssi_code, info.ssi_fd));
+                on_hint(hint(
+                    info.ssi_signo as i32,
+                    info.ssi_code,
+                    info.ssi_fd,
+                    info.ssi_band,
+                ));
             }
             return Ok(n);
         }
@@ -411,8 +413,10 @@ impl RtSignalBackend {
             }
             // SAFETY: siginfo_t is at least as large as SigPollInfo (128 bytes), and
             // for SIGPOLL-class codes the kernel fills si_band and si_fd there.
-            let p = unsafe { std::ptr::read_unaligned((&info as *const libc::siginfo_t).cast::<SigPollInfo>()) };
-            on_hint(hint(p.signo, p.code, p.fd));
+            let p = unsafe {
+                std::ptr::read_unaligned((&info as *const libc::siginfo_t).cast::<SigPollInfo>())
+            };
+            on_hint(hint(p.signo, p.code, p.fd, p.band as u32));
             taken += 1;
         }
         Ok(taken)
@@ -429,10 +433,10 @@ impl RtSignalBackend {
                 events: 0,
                 revents: 0,
             }),
-            Hint::Fd(fd) => fds.push(libc::pollfd {
+            Hint::Fd(fd, band) => fds.push(libc::pollfd {
                 fd,
                 events: 0,
-                revents: 0,
+                revents: band as u16 as i16,
             }),
         });
         let got = !fds.is_empty() || overflow;
@@ -440,7 +444,7 @@ impl RtSignalBackend {
             if pfd.fd == -1 {
                 self.kick.pending.store(false, Ordering::Release);
                 self.push_candidate(self.notify_fd);
-            } else {
+            } else if self.band_answers(pfd.fd, pfd.revents) {
                 self.push_candidate(pfd.fd);
             }
         }
@@ -450,6 +454,15 @@ impl RtSignalBackend {
             self.recover()?;
         }
         result.map(|_| got)
+    }
+
+    /// Whether a signal's band concerns the registration: data arriving on a
+    /// socket registered for writing only is not an event for it.
+    fn band_answers(&self, fd: RawFd, band: i16) -> bool {
+        match self.slots.get(fd as usize).and_then(|s| s.watch) {
+            Some(w) => band & (w.interest.to_poll() | libc::POLLHUP | libc::POLLERR) != 0,
+            None => false,
+        }
     }
 
     /// Checks up to `max` candidates with one `poll(2)` and reports the ready ones.

@@ -46,13 +46,15 @@
 //!    request (epoll's quirk a again). A close through the queue revokes first; a
 //!    reused number is re-polled by the modify that its new registration causes. A
 //!    poll armed on a number already closed completes with `-EBADF`: reported `gone`.
-//! h) **Masks are those of the wake-up** that posted the CQE, not of dequeue time
-//!    (so `current_state_masks` is false), and a wake-up names only its own cause:
-//!    data arriving on a socket posts `POLLIN` even if the socket is also writable.
-//!    Bands of several CQEs for one fd in one call are ORed into one event, and a
-//!    registration that asks for more than one condition gets its mask completed
-//!    by one `poll(2)` over just those descriptors in the batch (single-condition
-//!    registrations, the common case, cost no extra syscall).
+//! h) **A CQE's mask is that of the wake-up** that posted it, not of dequeue time,
+//!    and names only its own cause: data arriving on a socket posts `POLLIN` even if
+//!    the socket is also writable, and the data may be read by the time the CQE is
+//!    reaped. Several CQEs for one fd in one call become one FIFO entry; then the
+//!    batch about to be delivered is checked with one `poll(2)` over just its
+//!    descriptors, so masks are current and an event whose cause was consumed is
+//!    suppressed (the paper's rule, and epoll's `EPOLLET` behaviour). That costs a
+//!    second syscall per non-empty wait — the price of the contract; the ring
+//!    alone cannot give current state.
 //! i) **No wake-one**: `EPOLLEXCLUSIVE` semantics are not offered for io_uring polls.
 
 use super::syscall::{current_tid, syscall};
@@ -328,20 +330,17 @@ impl UringBackend {
         }
     }
 
-    /// Quirk h: a wake-up's mask names only what woke it (data arriving says
-    /// nothing of write space), so registrations asking for more than one condition
-    /// get their current state from one `poll(2)` over just those descriptors.
-    fn complete_masks(&mut self) {
+    /// Quirk h: replaces the wake-up masks of this batch by the current state, from
+    /// one `poll(2)` over just the batch's descriptors.
+    fn current_masks(&mut self) {
         self.pollfds.clear();
         for &(fd, _) in &self.batch {
             if let Some(w) = self.slots[fd as usize].watch {
-                if w.interest.bits().count_ones() > 1 {
-                    self.pollfds.push(libc::pollfd {
-                        fd,
-                        events: w.interest.to_poll(),
-                        revents: 0,
-                    });
-                }
+                self.pollfds.push(libc::pollfd {
+                    fd,
+                    events: w.interest.to_poll(),
+                    revents: 0,
+                });
             }
         }
         if self.pollfds.is_empty() {
@@ -489,7 +488,7 @@ impl Backend for UringBackend {
             self.rearm_all();
         }
         self.take_batch(max, &mut on_event);
-        self.complete_masks();
+        self.current_masks();
         let mut delivered = 0;
         for i in 0..self.batch.len() {
             let (fd, bits) = self.batch[i];
@@ -508,6 +507,12 @@ impl Backend for UringBackend {
             }
             let readiness = Readiness::from_poll(bits as u16 as i16).answering(w.interest);
             if readiness.is_empty() {
+                // Suppressed (its cause was consumed): a oneshot request that ended
+                // must look again, it has not delivered its one event.
+                let slot = self.slots[fd as usize];
+                if w.mode == Mode::Oneshot && !slot.armed && !slot.spent {
+                    self.arm(fd);
+                }
                 continue;
             }
             on_event(SysEvent {
