@@ -60,7 +60,7 @@ fn run(mode: Mode, already_ready: bool) {
     let mut seen = vec![0u32; SOCKETS];
     let mut buf = [0u8; 16];
     let deadline = Instant::now() + Duration::from_secs(10);
-    while seen.iter().any(|&n| n == 0) && Instant::now() < deadline {
+    while seen.contains(&0) && Instant::now() < deadline {
         q.get_next_event(&mut events, Some(Duration::from_millis(200)))
             .unwrap();
         for e in events.iter() {
