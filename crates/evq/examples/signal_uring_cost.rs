@@ -140,7 +140,11 @@ fn main() {
                 Ok((ping, burst)) => println!(
                     "{:<16} {:>6} {:>12.0} {:>12.0}",
                     kind.name(),
-                    if mode == Mode::Level { "level" } else { "event" },
+                    if mode == Mode::Level {
+                        "level"
+                    } else {
+                        "event"
+                    },
                     ping,
                     burst
                 ),

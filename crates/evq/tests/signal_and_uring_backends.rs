@@ -316,3 +316,23 @@ fn small_batches_rotate_through_a_large_ready_set() {
         assert!(seen.iter().all(|&n| n >= 2), "{kind}: starved: {seen:?}");
     }
 }
+
+#[test]
+fn rtsig_refuses_files_that_cannot_signal() {
+    for kind in [BackendKind::RtSig, BackendKind::RtSigBulk] {
+        let mut q = EventQueue::with_backend(kind).unwrap();
+        // SAFETY: eventfd takes no pointers; the result is closed below.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        assert!(efd >= 0);
+        let err = q
+            .declare_interest(efd, Interest::READ, Options::new(1))
+            .unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{kind}: {err}");
+        assert_eq!(q.registered(), 0);
+        // SAFETY: flags of a descriptor we own.
+        let flags = unsafe { libc::fcntl(efd, libc::F_GETFL) };
+        assert_eq!(flags & libc::O_ASYNC, 0, "{kind}");
+        // SAFETY: closing the eventfd opened above.
+        unsafe { libc::close(efd) };
+    }
+}

@@ -7,23 +7,27 @@
 //!
 //! a) **Only files with a `fasync` method signal.** Sockets, pipes, FIFOs and ttys
 //!    do; `eventfd`, `timerfd`, `signalfd`, `epoll` and regular files accept
-//!    `O_ASYNC` without complaint and then never send anything. So the queue's own
-//!    notifier (an eventfd) cannot wake a `sigtimedwait`: [`SignalKick`] makes
-//!    `Notifier::notify` also send this queue's signal to the waiting thread with
-//!    `tgkill(2)` (`si_code == SI_TKILL`), at most one in flight. Any other such
-//!    descriptor is reported only by the checks below (at registration, and in
-//!    level mode while it stays ready), never by an arrival.
+//!    `F_SETFL(O_ASYNC)` without complaint and then never send anything. Only
+//!    `fasync` sets the flag, though, so reading it back tells: such descriptors are
+//!    refused with `EPERM` (epoll's answer for files it cannot watch) instead of
+//!    being accepted and never reported. The queue's own notifier is an eventfd, so
+//!    it cannot wake a `sigtimedwait`: [`SignalKick`] makes `Notifier::notify` also
+//!    send this queue's signal to the waiting thread with `tgkill(2)` (`si_code ==
+//!    SI_TKILL`), at most one in flight, and the notifier is then checked by poll
+//!    like any candidate (b).
 //! b) **Signals are edges, with stale payloads.** `si_band` is the state *when the
 //!    signal was queued*; by dequeue time the data may be read, the fd closed, or
 //!    the number reused by another file (which a dup elsewhere can keep signalling
-//!    under the old number). So a dequeued signal is only a *hint* that names a
-//!    descriptor: hints go into a user-space FIFO of candidates, one entry per fd
-//!    however many signals named it (Luban's one-sig-per-fd, done in user space:
-//!    the bands are not ORed but superseded by the current state), and each wait
-//!    checks the front of that FIFO with one `poll(2)` over just those fds. An event
-//!    is reported only if the *current* file under that number is registered, armed
-//!    and answers its interest: stale `si_fd`s can cost a poll entry, never a false
-//!    event, and masks are the state at dequeue time.
+//!    under the old number). So a dequeued signal is only a *hint*: a hint whose
+//!    band does not concern the registration's interest (data arriving on a socket
+//!    registered for writing) is dropped, the others go into a user-space FIFO of
+//!    candidates, one entry per fd however many signals named it (Luban's
+//!    one-sig-per-fd, done in user space: rather than ORing the bands, the current
+//!    state supersedes them), and each wait checks the front of that FIFO with one
+//!    `poll(2)` over just those fds. An event is reported only if the *current*
+//!    file under that number is registered, armed and answers its interest: a stale
+//!    `si_fd` can cost a poll entry, never a false event, and masks are the state
+//!    at dequeue time.
 //! c) **Level mode is emulated with that FIFO**: a level registration that was just
 //!    delivered goes back to the tail, so the next wait polls it again and reports
 //!    it while the state still answers the interest (and rotates through a ready set
@@ -55,8 +59,11 @@
 //!    someone else set up. A close removes the file's async registration by itself.
 //! h) **`O_NONBLOCK` is set** on every registered descriptor: with signal-driven
 //!    I/O a blocking read after a stale hint would hang the loop.
-//! i) **Cannot do** wake-one (a file signals one owner), and write readiness
-//!    arrives as `POLL_OUT` only for files that signal it (sockets, pipes do).
+//! i) **Cannot do** wake-one (a file signals one owner). Write space arrives as
+//!    `POLL_OUT` with `si_band = POLLOUT|POLLWRNORM|POLLWRBAND` (772), but sockets
+//!    send it only after a writer found the buffer full (`SOCK_NOSPACE`): an edge
+//!    for writers that ran into EAGAIN, which is what event mode promises; level
+//!    mode does not depend on it (c).
 
 use super::syscall::{current_tid, syscall};
 use super::{Backend, SysEvent, Watch};
@@ -305,6 +312,13 @@ impl RtSignalBackend {
                 libc::F_SETFL,
                 flags | libc::O_ASYNC | libc::O_NONBLOCK
             ))?;
+            // Quirk a: only a file's `fasync` method sets O_ASYNC, so if it did not
+            // stick, this file will never signal. Refuse, as epoll refuses files it
+            // cannot watch, rather than accept a registration that never fires.
+            if syscall!(fcntl(fd, libc::F_GETFL))? & libc::O_ASYNC == 0 {
+                let _ = syscall!(fcntl(fd, libc::F_SETFL, flags));
+                return Err(io::Error::from_raw_os_error(libc::EPERM));
+            }
         }
         Ok(())
     }

@@ -55,7 +55,9 @@
 //!    suppressed (the paper's rule, and epoll's `EPOLLET` behaviour). That costs a
 //!    second syscall per non-empty wait — the price of the contract; the ring
 //!    alone cannot give current state.
-//! i) **No wake-one**: `EPOLLEXCLUSIVE` semantics are not offered for io_uring polls.
+//! i) **Ring sizes**: 256 SQ and 1024 CQ entries; `EVQ_URING_ENTRIES=n` sets both
+//!    (the CQ overflow test uses 4).
+//! j) **No wake-one**: `EPOLLEXCLUSIVE` semantics are not offered for io_uring polls.
 
 use super::syscall::{current_tid, syscall};
 use super::{Backend, SysEvent, Watch};
@@ -532,10 +534,6 @@ impl Backend for UringBackend {
         if delivered == 0 && interrupted {
             return Err(io::Error::from_raw_os_error(libc::EINTR));
         }
-        Ok(())
-    }
-
-    fn rebuild<'a>(&mut self, _watches: impl Iterator<Item = Watch> + 'a) -> io::Result<()> {
         Ok(())
     }
 }
