@@ -12,7 +12,7 @@
 
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Options};
 use std::os::fd::RawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PIPES: usize = 1000;
 const BURST: usize = 64;
@@ -42,6 +42,18 @@ fn take(fd: RawFd) {
     assert_eq!(n, 1);
 }
 
+/// CPU time of this process (user + system): on a shared, loaded machine it is far
+/// steadier than wall time, and this loop never sleeps while events are pending.
+fn cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn run(kind: BackendKind, mode: Mode, iterations: usize) -> std::io::Result<(f64, f64)> {
     let mut q = EventQueue::with_backend(kind)?;
     let p = pipes();
@@ -53,7 +65,7 @@ fn run(kind: BackendKind, mode: Mode, iterations: usize) -> std::io::Result<(f64
     // Settle (registration makes some backends look once at every fd).
     while q.get_next_event(&mut events, Some(Duration::ZERO))? > 0 {}
 
-    let start = Instant::now();
+    let start = cpu_now();
     for i in 0..iterations {
         let (r, w) = p[(i * 7) % PIPES];
         poke(w);
@@ -61,10 +73,10 @@ fn run(kind: BackendKind, mode: Mode, iterations: usize) -> std::io::Result<(f64
         assert!(n >= 1, "{kind}: lost a ping");
         take(r);
     }
-    let ping = start.elapsed().as_nanos() as f64 / iterations as f64;
+    let ping = (cpu_now() - start).as_nanos() as f64 / iterations as f64;
 
     let rounds = (iterations / BURST).max(1);
-    let start = Instant::now();
+    let start = cpu_now();
     for round in 0..rounds {
         let base = (round * BURST * 3) % PIPES;
         for k in 0..BURST {
@@ -80,7 +92,7 @@ fn run(kind: BackendKind, mode: Mode, iterations: usize) -> std::io::Result<(f64
         }
         assert_eq!(got, BURST);
     }
-    let burst = start.elapsed().as_nanos() as f64 / (rounds * BURST) as f64;
+    let burst = (cpu_now() - start).as_nanos() as f64 / (rounds * BURST) as f64;
     for (r, w) in p {
         q.forget(r);
         // SAFETY: closing descriptors this function opened.
@@ -108,7 +120,7 @@ fn main() {
         libc::setrlimit(libc::RLIMIT_NOFILE, &r);
     }
     let only: Option<BackendKind> = std::env::args().nth(2).and_then(|s| s.parse().ok());
-    println!("{PIPES} pipes registered, {iterations} iterations; ns per event");
+    println!("{PIPES} pipes registered, {iterations} iterations; CPU ns per event, best of 3");
     println!(
         "{:<16} {:>6} {:>12} {:>12}",
         "backend", "mode", "ping", "burst64"
@@ -136,7 +148,10 @@ fn main() {
             } else {
                 iterations
             };
-            match run(kind, mode, n) {
+            let best = (0..3).try_fold((f64::MAX, f64::MAX), |best, _| {
+                run(kind, mode, n).map(|(p, b)| (best.0.min(p), best.1.min(b)))
+            });
+            match best {
                 Ok((ping, burst)) => println!(
                     "{:<16} {:>6} {:>12.0} {:>12.0}",
                     kind.name(),
