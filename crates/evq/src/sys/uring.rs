@@ -15,18 +15,24 @@
 //!    request they cancel) never become user events.
 //! b) **Multishot poll is level-like once, then edge-like**: it polls the file when
 //!    armed (so an fd already ready posts at once) and then posts on wake-ups. That
-//!    is event mode. Level mode uses a *single-shot* poll re-armed right after its
-//!    event is delivered: the re-arm polls the file again, so a still-ready fd
-//!    completes at the next submit — level semantics with one SQE per delivery.
-//!    Oneshot is a single-shot poll that is not re-armed until modify.
-//! c) **A multishot request can end on its own** (a CQE without `F_MORE`, e.g. when
-//!    the CQ cannot take more): it is re-armed, and the fresh poll reports the
-//!    current state, so nothing is lost.
+//!    is event mode. Level mode uses a *single-shot* poll re-armed when its FIFO
+//!    entry is taken for delivery: the re-arm polls the file again, so a still-ready
+//!    fd completes at the next submit — level semantics with one SQE per delivery.
+//!    Oneshot is a single-shot poll that is not re-armed until modify (unless its
+//!    event was suppressed as stale, h: then it has not fired yet and looks again).
+//! c) **A multishot request can end on its own** (a CQE without `F_MORE`; 6.x ends
+//!    multishot polls while the CQ is overflowing, to let the application catch
+//!    up). It is re-armed when its entry is taken for delivery, and the fresh poll
+//!    reports the current state, so nothing is lost. Re-arming while reaping is a
+//!    trap we fell into: the new request completes straight into the overflow list
+//!    again, which ends it again — a livelock inside one wait.
 //! d) **The CQ ring can overflow.** With `IORING_FEAT_NODROP` the kernel keeps the
 //!    extra CQEs and sets `IORING_SQ_CQ_OVERFLOW`; they come back only on an enter
 //!    with `GETEVENTS`, so after draining the CQ we enter again while the flag is
-//!    set. Without NODROP the `overflow` counter grows and CQEs are gone: every
-//!    registration is then re-armed. `-EBUSY` from a submit means the same thing.
+//!    set, until the kernel's list is empty — a parked CQE left behind surfaces
+//!    after its fd was delivered and read (we saw exactly that). Without NODROP the
+//!    `overflow` counter grows and CQEs are gone: every registration is then
+//!    re-armed. `-EBUSY` from a submit is backpressure: reap first.
 //!    CQEs are drained into a user-space FIFO (one entry per fd, bands ORed), so a
 //!    batch smaller than the ready set neither loses nor starves anyone.
 //! e) **`SINGLE_ISSUER` / `DEFER_TASKRUN` tie the ring to one thread** (6.0/6.1):
