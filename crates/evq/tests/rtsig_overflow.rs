@@ -112,6 +112,55 @@ fn run(kind: BackendKind, mode: Mode) {
     assert_eq!(tokens, vec![123], "{kind} {mode:?}");
 }
 
+/// Two queues waited on by one thread share its SIGIO: whichever dequeues it, both
+/// must recover (the overflow epoch).
+fn two_queues_one_thread(kind: BackendKind) {
+    let mut queues = [
+        EventQueue::with_backend(kind).unwrap(),
+        EventQueue::with_backend(kind).unwrap(),
+    ];
+    let pairs: Vec<(UnixStream, UnixStream)> = (0..SOCKETS)
+        .map(|_| {
+            let (a, b) = UnixStream::pair().unwrap();
+            b.set_nonblocking(true).unwrap();
+            (a, b)
+        })
+        .collect();
+    for (i, (_, b)) in pairs.iter().enumerate() {
+        queues[i % 2]
+            .declare_interest(b.as_raw_fd(), Interest::READ, Options::new(i as u64))
+            .unwrap();
+    }
+    let mut events = Events::with_capacity(64);
+    for q in &mut queues {
+        while q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap() > 0 {}
+    }
+    for (a, _) in &pairs {
+        (&*a).write_all(b"x").unwrap();
+    }
+    let mut seen = vec![0u32; SOCKETS];
+    let mut buf = [0u8; 16];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.contains(&0) && Instant::now() < deadline {
+        for (n, q) in queues.iter_mut().enumerate() {
+            q.get_next_event(&mut events, Some(Duration::from_millis(20)))
+                .unwrap();
+            for e in events.iter() {
+                let i = e.token() as usize;
+                assert_eq!(i % 2, n, "{kind}: event on the wrong queue");
+                assert_eq!((&pairs[i].1).read(&mut buf).unwrap(), 1);
+                seen[i] += 1;
+            }
+        }
+    }
+    let missing: Vec<_> = (0..SOCKETS).filter(|&i| seen[i] == 0).collect();
+    assert!(missing.is_empty(), "{kind} two queues: lost {missing:?}");
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "{kind} two queues: duplicates"
+    );
+}
+
 #[test]
 fn every_ready_socket_is_reported_after_sigio_overflow() {
     set_limits();
@@ -119,5 +168,6 @@ fn every_ready_socket_is_reported_after_sigio_overflow() {
         for mode in [Mode::Level, Mode::Event] {
             run(kind, mode);
         }
+        two_queues_one_thread(kind);
     }
 }
