@@ -2,9 +2,8 @@
 //! the servers, load generators and the lab.
 
 mod backends_cmd;
-mod pipebench;
-mod probe_fds;
-mod resources;
+
+use evq_lab::pipebench;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -29,6 +28,15 @@ enum Command {
     /// random one, wait, read it; cost per event for every backend beside a raw
     /// C floor measured in the same run.
     Pipebench(pipebench::PipebenchArgs),
+    /// Open-loop (httperf-style) or closed-loop (wrk-style) HTTP load generator.
+    Load(evq_load::LoadArgs),
+    /// Hold N idle ("dead", "cold") connections to a server (seed 002's deadconn).
+    Dead(evq_load::DeadArgs),
+    /// Run a command from client network namespaces behind a delay relay (WAN emulation).
+    Wan(evq_load::WanArgs),
+    /// Re-run the source papers' experiments on this kernel and write a report
+    /// (lab-report/index.html, PNG plots, results.json).
+    Lab(evq_lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +44,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Backends(args) => backends_cmd::run(&args),
         Command::Pipebench(args) => pipebench::run(&args),
+        Command::Load(args) => evq_load::load_command(&args),
+        Command::Dead(args) => evq_load::dead_command(&args),
+        Command::Wan(args) => evq_load::wan_command(&args),
+        Command::Lab(args) => {
+            let line = std::env::args().collect::<Vec<_>>().join(" ");
+            evq_lab::run(&args, &line).map(drop)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

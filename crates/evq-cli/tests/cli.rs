@@ -140,3 +140,72 @@ fn evq_backend_variable_forces_a_backend_and_rejects_unknown_names() {
         "unknown name silently replaced"
     );
 }
+
+/// CI's smoke run of the lab: the report and the JSON exist and are well formed
+/// (not the speed: the sweeps are tiny).
+#[test]
+fn lab_smoke_writes_a_well_formed_report() {
+    let out_dir = std::env::temp_dir().join(format!("evq-lab-smoke-{}", std::process::id()));
+    let out = evq(&["lab", "--smoke", "--out", out_dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    for key in ["machine", "kernel", "peers", "experiments"] {
+        assert!(!json[key].is_null(), "results.json lacks {key}");
+    }
+    let experiments = json["experiments"].as_array().unwrap();
+    let names: Vec<&str> = experiments
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "pipe-scaling",
+        "bench-c",
+        "cold-connections",
+        "signals",
+        "burst",
+        "herd",
+        "proxy",
+    ] {
+        assert!(names.contains(&want), "{names:?}");
+    }
+    for e in experiments {
+        for key in ["name", "seed", "claim", "measured", "verdict", "data"] {
+            assert!(!e[key].is_null(), "{} lacks {key}", e["name"]);
+        }
+        let verdict = e["verdict"].as_str().unwrap();
+        assert!(
+            ["holds", "differs", "not_measured"].contains(&verdict),
+            "{verdict}"
+        );
+    }
+    let pipe = experiments
+        .iter()
+        .find(|e| e["name"] == "pipe-scaling")
+        .unwrap();
+    assert_ne!(
+        pipe["verdict"], "not_measured",
+        "pipe-scaling must measure: {pipe}"
+    );
+    assert!(pipe["data"].as_array().is_some_and(|d| !d.is_empty()));
+    let html = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
+    assert!(html.starts_with("<!doctype html>") && html.trim_end().ends_with("</html>"));
+    assert!(html.contains("<svg"), "plots are embedded");
+    for name in names {
+        assert!(
+            html.contains(&format!("id=\"{name}\"")),
+            "section for {name}"
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("pipe-scaling") && text.contains("report:"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(out_dir);
+}

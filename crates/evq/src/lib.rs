@@ -53,6 +53,7 @@ mod queue;
 mod readiness;
 mod sys;
 mod timer_heap;
+mod wake_one_rotation;
 
 pub use event::{Event, Events, NOTIFY_TOKEN};
 pub use load_limiter::LoadLimiter;
@@ -62,3 +63,4 @@ pub use queue::{EventQueue, QueueStats};
 pub use readiness::{Interest, Readiness};
 pub use sys::{BackendKind, Capabilities};
 pub use timer_heap::TimerId;
+pub use wake_one_rotation::WakeOneRotation;

@@ -26,11 +26,14 @@ pub fn raise_nofile() -> io::Result<u64> {
 /// User and system CPU time of the calling thread.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuTime {
+    /// User time.
     pub user: Duration,
+    /// System time.
     pub system: Duration,
 }
 
 impl CpuTime {
+    /// The calling thread's CPU time so far.
     pub fn of_this_thread() -> CpuTime {
         // SAFETY: all-zero is a valid rusage; getrusage fills it.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -43,6 +46,7 @@ impl CpuTime {
         }
     }
 
+    /// The difference from an earlier reading.
     pub fn since(self, earlier: CpuTime) -> CpuTime {
         CpuTime {
             user: self.user.saturating_sub(earlier.user),

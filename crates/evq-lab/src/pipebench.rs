@@ -7,6 +7,7 @@
 //! as a ratio against the floor measured minutes apart at most. Contenders are
 //! rotated between repetitions (A/B alternation) and the median is reported.
 
+pub use crate::probe_fds::FdKind as ProbeKind;
 use crate::probe_fds::{FdKind, ProbeFds};
 use crate::resources::{raise_nofile, CpuTime};
 use evq::{BackendKind, EventQueue, Events, Interest, Options};
@@ -25,41 +26,42 @@ extern "C" {
         seed: u64,
         token_bytes: libc::c_int,
         batch: libc::c_int,
+        scan_ns: *mut i64,
     ) -> i64;
 }
 
 /// Flags of `evq pipebench`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct PipebenchArgs {
     /// Backend to measure (repeatable); default: every available one.
     #[arg(long = "backend")]
-    backends: Vec<String>,
+    pub backends: Vec<String>,
     /// Numbers of descriptors (repeatable or comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = vec![1, 10, 100, 1000, 10000])]
-    fds: Vec<usize>,
+    pub fds: Vec<usize>,
     /// Timed iterations per run for O(ready) contenders; O(registered) ones (select,
     /// poll) run `iters * 100 / fds` (at least 1000, at most `iters`) so a sweep
     /// to 10,000 descriptors stays short.
     #[arg(long, default_value_t = 20_000)]
-    iters: u64,
+    pub iters: u64,
     /// Repetitions of each run; the median is reported.
     #[arg(long, default_value_t = 5)]
-    reps: usize,
+    pub reps: usize,
     /// Events per get_next_event call (the batch's capacity).
     #[arg(long, default_value_t = 64)]
-    batch: usize,
+    pub batch: usize,
     /// `raw` runs the C floor (raw-none, raw-poll, raw-epoll) in the same run.
     #[arg(long, value_enum, default_value_t = Baseline::Raw)]
-    baseline: Baseline,
+    pub baseline: Baseline,
     /// Descriptor kind.
     #[arg(long, value_enum, default_value_t = FdKind::Auto)]
-    fd_kind: FdKind,
+    pub fd_kind: FdKind,
     /// Seed of the pseudo-random descriptor sequence.
     #[arg(long, default_value_t = 0x5eed_1999)]
-    seed: u64,
+    pub seed: u64,
     /// Print JSON records instead of a table.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 /// Whether the raw C floor runs.
@@ -95,6 +97,7 @@ impl Contender {
 #[derive(Clone, Copy)]
 struct Sample {
     ns_per_event: f64,
+    scan_ns: Option<f64>,
     user_ns: f64,
     sys_ns: f64,
 }
@@ -102,16 +105,30 @@ struct Sample {
 /// One JSON record: a contender at one size.
 #[derive(Serialize, Debug, Clone)]
 pub struct PipebenchRecord {
+    /// Contender: an evq backend name or raw-none, raw-poll, raw-epoll.
     pub backend: String,
+    /// Descriptors registered.
     pub fds: usize,
+    /// Timed iterations per repetition.
     pub iters: u64,
+    /// Repetitions.
     pub reps: usize,
+    /// Probe descriptor kind.
     pub fd_kind: FdKind,
+    /// Median wall-clock ns per event.
     pub ns_per_event: f64,
+    /// Fastest repetition, ns per event.
     pub min: f64,
+    /// Slowest repetition, ns per event.
     pub max: f64,
+    /// Median user CPU ns per event.
     pub user_ns_per_event: f64,
+    /// Median system CPU ns per event.
     pub sys_ns_per_event: f64,
+    /// raw-poll only: median ns per event spent scanning the result array in user
+    /// space (timed directly, not tick-sampled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scan_ns_per_event: Option<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -193,7 +210,9 @@ fn run_raw(
     batch: usize,
 ) -> io::Result<Sample> {
     let cpu0 = CpuTime::of_this_thread();
-    // SAFETY: the fd arrays are live, `n` long, and stay open for the call.
+    let mut scan_ns = 0i64;
+    // SAFETY: the fd arrays are live, `n` long, and stay open for the call;
+    // `scan_ns` points to a live i64.
     let ns = unsafe {
         evq_raw_loop(
             kind,
@@ -205,19 +224,25 @@ fn run_raw(
             seed,
             probes.token_bytes() as libc::c_int,
             batch as libc::c_int,
+            &mut scan_ns,
         )
     };
     if ns < 0 {
         return Err(io::Error::from_raw_os_error(-ns as i32));
     }
     let cpu = CpuTime::of_this_thread().since(cpu0);
-    Ok(sample(Duration::from_nanos(ns as u64), cpu, iters))
+    let mut s = sample(Duration::from_nanos(ns as u64), cpu, iters);
+    if kind == 1 {
+        s.scan_ns = Some(scan_ns as f64 / iters as f64);
+    }
+    Ok(s)
 }
 
 fn sample(elapsed: Duration, cpu: CpuTime, iters: u64) -> Sample {
     let per = |d: Duration| d.as_nanos() as f64 / iters as f64;
     Sample {
         ns_per_event: per(elapsed),
+        scan_ns: None,
         user_ns: per(cpu.user),
         sys_ns: per(cpu.system),
     }
@@ -338,13 +363,19 @@ pub fn measure(
                 max: ns.iter().copied().fold(0.0, f64::max),
                 user_ns_per_event: median(s.iter().map(|x| x.user_ns).collect()),
                 sys_ns_per_event: median(s.iter().map(|x| x.sys_ns).collect()),
+                scan_ns_per_event: if s.iter().all(|x| x.scan_ns.is_some()) {
+                    Some(median(s.iter().filter_map(|x| x.scan_ns).collect()))
+                } else {
+                    None
+                },
             });
         }
     }
     Ok(records)
 }
 
-fn find<'a>(
+/// The record of `backend` at `fds` descriptors.
+pub fn find<'a>(
     records: &'a [PipebenchRecord],
     backend: &str,
     fds: usize,
@@ -354,6 +385,7 @@ fn find<'a>(
         .find(|r| r.backend == backend && r.fds == fds)
 }
 
+/// `evq pipebench`: measures and prints a table (or JSON).
 pub fn run(args: &PipebenchArgs) -> io::Result<()> {
     let tty = io::stderr().is_terminal();
     let records = measure(args, |line| {

@@ -32,14 +32,18 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Returns elapsed nanoseconds for the timed iterations, or -errno. */
+/* Returns elapsed nanoseconds for the timed iterations, or -errno. For RAW_POLL,
+ * *scan_ns receives the time spent scanning the result array: the user-space
+ * half of poll's cost that SEEDS 004's Figure 2 isolates (tick-sampled getrusage
+ * cannot resolve it in short runs). */
 int64_t evq_raw_loop(int kind, const int *rfds, const int *wfds, int n, int64_t iters,
-                     int64_t warmup, uint64_t seed, int token_bytes, int batch) {
+                     int64_t warmup, uint64_t seed, int token_bytes, int batch,
+                     int64_t *scan_ns) {
     uint64_t token = 1, sink = 0;
     struct pollfd *pfds = NULL;
     struct epoll_event *evs = NULL;
     int ep = -1;
-    int64_t start = 0, result;
+    int64_t start = 0, result, scanning = 0;
 
     if (n <= 0 || batch <= 0 || (token_bytes != 1 && token_bytes != 8))
         return -EINVAL;
@@ -89,6 +93,7 @@ int64_t evq_raw_loop(int kind, const int *rfds, const int *wfds, int n, int64_t 
                 goto out;
             }
             /* The application's half of poll's cost: scan for results. */
+            int64_t scan_start = it >= warmup ? now_ns() : 0;
             for (int i = 0; i < n && ready > 0; i++) {
                 if (pfds[i].revents) {
                     ready--;
@@ -98,6 +103,8 @@ int64_t evq_raw_loop(int kind, const int *rfds, const int *wfds, int n, int64_t 
                     }
                 }
             }
+            if (it >= warmup)
+                scanning += now_ns() - scan_start;
         } else {
             int got = epoll_wait(ep, evs, batch, -1);
             if (got < 0) {
@@ -113,6 +120,8 @@ int64_t evq_raw_loop(int kind, const int *rfds, const int *wfds, int n, int64_t 
         }
     }
     result = now_ns() - start;
+    if (scan_ns)
+        *scan_ns = scanning;
 out:
     free(pfds);
     free(evs);

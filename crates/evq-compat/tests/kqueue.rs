@@ -1,0 +1,393 @@
+//! The kqueue personality against FreeBSD kevent(2) semantics (sections cited per
+//! test: DESCRIPTION for changes and filters, "flags" for EV_*, RETURN VALUES for
+//! receipts) and DragonFly's EV_WAKEONE.
+
+use evq_compat::kqueue::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PATIENCE: Option<Duration> = Some(Duration::from_secs(10));
+const NOW: Option<Duration> = Some(Duration::ZERO);
+
+fn pair() -> (UnixStream, UnixStream) {
+    let (a, b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    b.set_nonblocking(true).unwrap();
+    (a, b)
+}
+
+fn ident(s: &impl AsRawFd) -> usize {
+    s.as_raw_fd() as usize
+}
+
+fn change(kq: &mut Kqueue, changes: &[Kevent]) {
+    kq.kevent(changes, &mut [], None).expect("change applied");
+}
+
+fn events(kq: &mut Kqueue, timeout: Option<Duration>) -> Vec<Kevent> {
+    let mut out = [Kevent::default(); 16];
+    let n = kq.kevent(&[], &mut out, timeout).unwrap();
+    out[..n].to_vec()
+}
+
+/// DESCRIPTION, EVFILT_READ: "data contains the number of bytes ... in the socket
+/// buffer"; udata "passed through the kernel unchanged".
+#[test]
+fn read_filter_reports_bytes_and_udata() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(
+        &mut kq,
+        &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 0xfeed)],
+    );
+    assert!(events(&mut kq, NOW).is_empty());
+    a.write_all(b"hello").unwrap();
+    let got = events(&mut kq, PATIENCE);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].ident, ident(&b));
+    assert_eq!(got[0].filter, EVFILT_READ);
+    assert_eq!(got[0].udata, 0xfeed);
+    assert_eq!(got[0].data, 5);
+    assert_eq!(got[0].flags & (EV_EOF | EV_ERROR), 0);
+    // Level (no EV_CLEAR): reported again until drained.
+    assert_eq!(events(&mut kq, NOW).len(), 1);
+}
+
+/// A knote per (ident, filter): READ and WRITE are separate events with their own
+/// udata, and deleting one leaves the other.
+#[test]
+fn read_and_write_are_separate_knotes() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(
+        &mut kq,
+        &[
+            Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1),
+            Kevent::new(ident(&b), EVFILT_WRITE, EV_ADD, 2),
+        ],
+    );
+    a.write_all(b"x").unwrap();
+    let mut got = events(&mut kq, PATIENCE);
+    got.sort_by_key(|e| e.udata);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!((got[0].filter, got[0].udata), (EVFILT_READ, 1));
+    assert_eq!((got[1].filter, got[1].udata), (EVFILT_WRITE, 2));
+    assert!(got[1].data > 0, "free space reported");
+    change(
+        &mut kq,
+        &[Kevent::new(ident(&b), EVFILT_WRITE, EV_DELETE, 0)],
+    );
+    let got = events(&mut kq, NOW);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].filter, EVFILT_READ);
+}
+
+/// RETURN VALUES / DESCRIPTION: a failing change goes to the eventlist with
+/// EV_ERROR and the errno in data when there is room, and kevent returns the
+/// receipts without scanning; with no room the call fails with the errno.
+#[test]
+fn failing_changes_become_receipts_or_errors() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 9)]);
+    a.write_all(b"ready").unwrap();
+    let bad = [
+        Kevent::new(ident(&a), EVFILT_READ, EV_DELETE, 5),
+        Kevent::new(1_000_000, EVFILT_READ, EV_ADD, 6),
+        Kevent::new(ident(&a), -9, EV_ADD, 7),
+    ];
+    let mut out = [Kevent::default(); 8];
+    let n = kq.kevent(&bad, &mut out, PATIENCE).unwrap();
+    assert_eq!(n, 3, "only receipts, no scan: {:?}", &out[..n]);
+    for (r, (c, errno)) in
+        out[..n]
+            .iter()
+            .zip(bad.iter().zip([libc::ENOENT, libc::EBADF, libc::EINVAL]))
+    {
+        assert_eq!(r.flags & EV_ERROR, EV_ERROR);
+        assert_eq!(r.data, errno as i64);
+        assert_eq!((r.ident, r.filter, r.udata), (c.ident, c.filter, c.udata));
+    }
+    let err = kq.kevent(&bad[..1], &mut [], None).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    // The good registration is untouched.
+    assert_eq!(events(&mut kq, NOW).len(), 1);
+}
+
+/// flags: EV_DISABLE keeps the knote but reports nothing; EV_ENABLE restores;
+/// EV_ADD on an existing knote modifies it (new udata), no duplicate.
+#[test]
+fn disable_enable_and_readd() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1)]);
+    a.write_all(b"x").unwrap();
+    change(
+        &mut kq,
+        &[Kevent::new(ident(&b), EVFILT_READ, EV_DISABLE, 0)],
+    );
+    assert!(events(&mut kq, Some(Duration::from_millis(50))).is_empty());
+    change(
+        &mut kq,
+        &[Kevent::new(ident(&b), EVFILT_READ, EV_ENABLE, 0)],
+    );
+    assert_eq!(events(&mut kq, PATIENCE).len(), 1);
+    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 2)]);
+    let got = events(&mut kq, PATIENCE);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].udata, 2);
+    // EV_ADD | EV_DISABLE adds disabled.
+    let (mut c, d) = pair();
+    change(
+        &mut kq,
+        &[Kevent::new(ident(&d), EVFILT_READ, EV_ADD | EV_DISABLE, 3)],
+    );
+    c.write_all(b"y").unwrap();
+    assert!(events(&mut kq, NOW).iter().all(|e| e.udata != 3));
+}
+
+/// flags, EV_ONESHOT: "the event is deleted after it is retrieved".
+#[test]
+fn oneshot_is_deleted_after_retrieval() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(
+        &mut kq,
+        &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD | EV_ONESHOT, 4)],
+    );
+    a.write_all(b"x").unwrap();
+    let got = events(&mut kq, PATIENCE);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].flags & EV_ONESHOT, EV_ONESHOT);
+    assert!(events(&mut kq, Some(Duration::from_millis(50))).is_empty());
+    let err = kq
+        .kevent(
+            &[Kevent::new(ident(&b), EVFILT_READ, EV_DELETE, 0)],
+            &mut [],
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+}
+
+/// flags, EV_CLEAR: "the state of the filter is reset" after retrieval: reported
+/// once per arrival, not again while the data just sits there.
+#[test]
+fn clear_reports_once_per_arrival() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(
+        &mut kq,
+        &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD | EV_CLEAR, 0)],
+    );
+    a.write_all(b"x").unwrap();
+    assert_eq!(events(&mut kq, PATIENCE).len(), 1);
+    assert!(events(&mut kq, Some(Duration::from_millis(50))).is_empty());
+    a.write_all(b"y").unwrap();
+    let got = events(&mut kq, PATIENCE);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].data, 2);
+}
+
+/// A level knote beside an EV_CLEAR knote on the same fd keeps level semantics.
+#[test]
+fn level_beside_clear_stays_level() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(
+        &mut kq,
+        &[
+            Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1),
+            Kevent::new(ident(&b), EVFILT_WRITE, EV_ADD | EV_CLEAR, 2),
+        ],
+    );
+    a.write_all(b"x").unwrap();
+    let mut seen_read = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for _ in 0..3 {
+        let got = events(&mut kq, PATIENCE);
+        seen_read += got.iter().filter(|e| e.filter == EVFILT_READ).count();
+        assert!(Instant::now() < deadline);
+    }
+    assert_eq!(
+        seen_read, 3,
+        "the level READ knote is reported on every call"
+    );
+}
+
+/// EVFILT_READ: "If the read direction of the socket has shutdown, then the filter
+/// also sets EV_EOF in flags".
+#[test]
+fn hangup_sets_eof() {
+    let (a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 0)]);
+    drop(a);
+    let got = events(&mut kq, PATIENCE);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].flags & EV_EOF, EV_EOF);
+    assert_eq!(got[0].data, 0);
+}
+
+/// EVFILT_READ on a listening socket: data is the size of the listen backlog.
+#[test]
+fn listener_data_is_the_backlog() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut kq = Kqueue::new().unwrap();
+    change(
+        &mut kq,
+        &[Kevent::new(ident(&listener), EVFILT_READ, EV_ADD, 0)],
+    );
+    let _c1 = TcpStream::connect(addr).unwrap();
+    let _c2 = TcpStream::connect(addr).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = events(&mut kq, PATIENCE);
+        if got.first().is_some_and(|e| e.data == 2) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "backlog never reached 2: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Timeouts: a zero timeout polls, a short one expires with 0; an empty eventlist
+/// returns at once.
+#[test]
+fn timeouts_and_empty_eventlist() {
+    let (_a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 0)]);
+    let t = Instant::now();
+    assert!(events(&mut kq, Some(Duration::from_millis(60))).is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(55));
+    assert_eq!(kq.kevent(&[], &mut [], None).unwrap(), 0);
+}
+
+/// More ready knotes than eventlist slots: later calls get the rest.
+#[test]
+fn small_eventlist_gets_everything_eventually() {
+    let mut kq = Kqueue::new().unwrap();
+    let pairs: Vec<_> = (0..6).map(|_| pair()).collect();
+    for (i, (mut a, b)) in pairs.iter().map(|(a, b)| (a, b)).enumerate() {
+        change(
+            &mut kq,
+            &[Kevent::new(ident(b), EVFILT_READ, EV_ADD | EV_ONESHOT, i)],
+        );
+        a.write_all(b"x").unwrap();
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        let mut out = [Kevent::default(); 2];
+        let n = kq.kevent(&[], &mut out, PATIENCE).unwrap();
+        seen.extend(out[..n].iter().map(|e| e.udata));
+        if seen.len() == 6 {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 6);
+}
+
+/// DragonFly EV_WAKEONE: of several kqueues waiting on one listener, one wakes per
+/// connection; with mkII rotation the work spreads evenly.
+#[test]
+fn wakeone_wakes_one_and_rotates() {
+    const N: usize = 4;
+    const M: usize = 400;
+    let listener = Arc::new(TcpListener::bind("127.0.0.1:0").unwrap());
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let workers: Vec<_> = (0..N)
+        .map(|i| {
+            let (listener, stop, tx) = (listener.clone(), stop.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let mut kq = Kqueue::with_backend(evq::BackendKind::Epoll).unwrap();
+                change(
+                    &mut kq,
+                    &[Kevent::new(
+                        ident(&*listener),
+                        EVFILT_READ,
+                        EV_ADD | EV_WAKEONE,
+                        i,
+                    )],
+                );
+                tx.send(()).unwrap();
+                let (mut woken, mut accepted) = (0u64, 0u64);
+                let mut out = [Kevent::default(); 4];
+                while !stop.load(Ordering::Acquire) {
+                    let n = kq
+                        .kevent(&[], &mut out, Some(Duration::from_millis(50)))
+                        .unwrap();
+                    if n == 0 {
+                        continue;
+                    }
+                    assert_eq!(out[0].udata, i);
+                    assert_eq!(out[0].flags & EV_WAKEONE, EV_WAKEONE);
+                    woken += 1;
+                    if let Ok((mut s, _)) = listener.accept() {
+                        accepted += 1;
+                        s.set_nonblocking(false).unwrap();
+                        let _ = s.write_all(b"!");
+                    }
+                }
+                (woken, accepted)
+            })
+        })
+        .collect();
+    drop(tx);
+    for _ in 0..N {
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
+    for _ in 0..M {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(PATIENCE).unwrap();
+        let mut b = [0u8];
+        c.read_exact(&mut b).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::Release);
+    let tallies: Vec<(u64, u64)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    eprintln!("EV_WAKEONE (woken, accepted) per kqueue: {tallies:?}");
+    let accepted: u64 = tallies.iter().map(|t| t.1).sum();
+    let woken: u64 = tallies.iter().map(|t| t.0).sum();
+    assert_eq!(accepted, M as u64);
+    assert!(
+        woken <= M as u64 * 5 / 4,
+        "woken {woken} for {M} connections"
+    );
+    let max = tallies.iter().map(|t| t.1).max().unwrap() as f64;
+    let min = tallies.iter().map(|t| t.1).min().unwrap() as f64;
+    // Measured on the shared 2-core box: max/min 1.04-1.13 when idle, up to 1.41
+    // with two CPU hogs beside it (the thread that happens to be running when the
+    // next connection arrives can take it out of turn); the evq-level test of
+    // WakeOneRotation asserts the tight 1.2 bound.
+    assert!(min > 0.0 && max / min <= 1.6, "share {tallies:?}");
+}
+
+/// forget_fd drops the knotes of a closed descriptor; the number can be reused.
+#[test]
+fn forget_fd_then_reuse() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1)]);
+    let fd = ident(&b);
+    drop(b);
+    kq.forget_fd(fd as i32);
+    let (mut c, d) = pair();
+    change(&mut kq, &[Kevent::new(ident(&d), EVFILT_READ, EV_ADD, 2)]);
+    let _ = a.write_all(b"old");
+    c.write_all(b"new").unwrap();
+    let got = events(&mut kq, PATIENCE);
+    assert!(got.iter().all(|e| e.udata == 2), "{got:?}");
+}

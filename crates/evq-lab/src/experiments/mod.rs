@@ -1,0 +1,3 @@
+//! The lab's scenarios, one file each.
+
+pub mod pipe_scaling;

@@ -1,0 +1,199 @@
+//! `evq lab`: runs the scenarios, shows progress, writes the report.
+
+use crate::machine;
+use crate::record::{ClaimCheck, ExperimentRecord, LabResults, Verdict};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Flags of `evq lab`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LabArgs {
+    /// Smaller sweeps: the whole lab in a few minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Run only these scenarios (repeatable or comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Tiny sweeps that only prove every scenario runs end to end and the report
+    /// is well formed (what CI runs); the numbers mean nothing.
+    #[arg(long, hide = true)]
+    pub smoke: bool,
+    /// Where the report goes.
+    #[arg(long, default_value = "lab-report")]
+    pub out: PathBuf,
+}
+
+/// What a running scenario is given.
+pub struct Scenario {
+    /// `--quick`.
+    pub quick: bool,
+    /// `--smoke`: the smallest sweep that exercises the code.
+    pub smoke: bool,
+    /// The report directory (plots are written here).
+    pub out_dir: PathBuf,
+    bar: ProgressBar,
+}
+
+impl Scenario {
+    /// Shows what the scenario is doing now.
+    pub fn progress(&self, line: &str) {
+        self.bar.set_message(line.to_string());
+    }
+}
+
+type ScenarioFn = fn(&Scenario) -> io::Result<ExperimentRecord>;
+
+/// A scenario the lab can run, or one it knows of but this build cannot run yet.
+pub struct ScenarioEntry {
+    /// `--only` name.
+    pub name: &'static str,
+    /// The source.
+    pub seed: &'static str,
+    /// The claim it checks.
+    pub claim: &'static str,
+    /// How to run it, or `Err(why not)`.
+    pub run: Result<ScenarioFn, &'static str>,
+}
+
+/// Every scenario, in report order.
+pub const SCENARIOS: &[ScenarioEntry] = &[
+    ScenarioEntry {
+        name: "pipe-scaling",
+        seed: "004 Solaris /dev/poll (Sun, 2002): devpollperf",
+        claim: "poll's cost grows with descriptors; /dev/poll (epoll) stays flat",
+        run: Ok(crate::experiments::pipe_scaling::run),
+    },
+    ScenarioEntry {
+        name: "bench-c",
+        seed: "002 Libenzi /dev/epoll: pipetest; libevent's bench.c",
+        claim: "epoll-based loops stay flat with idle pipes; evq vs libev, libevent, libuv, mio, polling",
+        run: Err("the peer harness (C programs against libev/libevent/libuv, Rust mio/polling) is not in this build yet"),
+    },
+    ScenarioEntry {
+        name: "cold-connections",
+        seed: "000 Banga, Mogul, Druschel (USENIX 1999): Fig 8, 9, Table 2; 002 dead connections",
+        claim: "throughput with the explicit API is flat as cold connections grow; select falls",
+        run: Err("needs `evq serve` (issue 5) and `evq load`/`evq dead` (issue 6) in this build"),
+    },
+    ScenarioEntry {
+        name: "signals",
+        seed: "001 Lever, Tweedie (ALS 2000): sigtimedwait4 and load limiting",
+        claim: "bulk pickup gains little; load limiting keeps overloaded throughput from collapsing",
+        run: Err("needs the rtsig backends (issue 3) and the server's shedding (issue 5) in this build"),
+    },
+    ScenarioEntry {
+        name: "burst",
+        seed: "002 Libenzi /dev/epoll: 27,000 connections × 2 calls at rate 5,000",
+        claim: "RT signals suffer in bursts as the signal queue fills; epoll does not",
+        run: Err("needs the rtsig backends (issue 3), `evq serve` and `evq load` in this build"),
+    },
+    ScenarioEntry {
+        name: "herd",
+        seed: "003 DragonFly BSD EV_WAKEONE: the Stevens server family",
+        claim: "wake-one matches or beats blocking in accept and removes the thundering herd",
+        run: Err("needs `evq herd` (issue 4) in this build"),
+    },
+    ScenarioEntry {
+        name: "proxy",
+        seed: "000 Banga, Mogul, Druschel: the event-driven proxy with hot and cold clients",
+        claim: "with 2,000 connections the explicit API improves maximum throughput by 28%",
+        run: Err("needs `evq proxy` (issue 5) and `evq load`/`evq dead` (issue 6) in this build"),
+    },
+];
+
+fn not_run(entry: &ScenarioEntry, why: &str) -> ExperimentRecord {
+    let mut record = ExperimentRecord::new(
+        entry.name,
+        entry.seed,
+        vec![ClaimCheck {
+            claim: entry.claim.to_string(),
+            measured: format!("not run: {why}"),
+            verdict: Verdict::NotMeasured,
+            reasoning: "no measurement, no verdict".to_string(),
+        }],
+    );
+    record.data = serde_json::json!({ "not_run": why });
+    record
+}
+
+/// Runs the lab and writes the report; returns the results.
+///
+/// # Errors
+/// An unknown `--only` name; failure to write the report. A scenario that fails
+/// is recorded as not measured with its error, and the others still run.
+pub fn run(args: &LabArgs, command_line: &str) -> io::Result<LabResults> {
+    for name in &args.only {
+        if !SCENARIOS.iter().any(|s| s.name == name) {
+            let known: Vec<_> = SCENARIOS.iter().map(|s| s.name).collect();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown scenario {name:?}; known: {}", known.join(", ")),
+            ));
+        }
+    }
+    std::fs::create_dir_all(&args.out)?;
+    let machine = machine::machine();
+    let mut experiments = Vec::new();
+    let chosen: Vec<&ScenarioEntry> = SCENARIOS
+        .iter()
+        .filter(|s| args.only.is_empty() || args.only.iter().any(|o| o == s.name))
+        .collect();
+    let style =
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {prefix:<17} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    for (i, entry) in chosen.iter().enumerate() {
+        let bar = ProgressBar::new_spinner()
+            .with_style(style.clone())
+            .with_prefix(format!("{}/{} {}", i + 1, chosen.len(), entry.name));
+        bar.enable_steady_tick(Duration::from_millis(200));
+        let scenario = Scenario {
+            quick: args.quick || args.smoke,
+            smoke: args.smoke,
+            out_dir: args.out.clone(),
+            bar: bar.clone(),
+        };
+        let started = Instant::now();
+        let mut record = match entry.run {
+            Ok(f) => f(&scenario).unwrap_or_else(|e| not_run(entry, &format!("failed: {e}"))),
+            Err(why) => not_run(entry, why),
+        };
+        record.seconds = started.elapsed().as_secs_f64();
+        bar.finish_with_message(format!(
+            "{} ({:.1} s)",
+            record.verdict.label(),
+            record.seconds
+        ));
+        experiments.push(record);
+    }
+    let results = LabResults {
+        machine,
+        kernel: machine::kernel(),
+        peers: machine::peers(),
+        quick: args.quick,
+        command: command_line.to_string(),
+        experiments,
+    };
+    let json = serde_json::to_string_pretty(&results).map_err(io::Error::other)?;
+    std::fs::write(args.out.join("results.json"), json)?;
+    std::fs::write(args.out.join("index.html"), crate::report::html(&results))?;
+    print_summary(&results, args);
+    Ok(results)
+}
+
+fn print_summary(results: &LabResults, args: &LabArgs) {
+    println!();
+    println!("{:<18} {:<13} measured here", "experiment", "verdict");
+    for e in &results.experiments {
+        for (i, c) in e.checks.iter().enumerate() {
+            let name = if i == 0 { e.name.as_str() } else { "" };
+            println!("{:<18} {:<13} {}", name, c.verdict.label(), c.measured);
+        }
+    }
+    println!();
+    println!(
+        "report: {}  (results.json beside it)",
+        args.out.join("index.html").display()
+    );
+}

@@ -1,0 +1,19 @@
+//! # evq-lab
+//!
+//! Re-runs the source papers' experiments on this kernel, beside the peers people
+//! use instead, and writes a report (`lab-report/index.html`, PNG plots and
+//! `results.json`) that says, claim by claim, what holds today.
+
+#![deny(missing_docs)]
+
+pub mod experiments;
+mod lab;
+pub mod machine;
+pub mod pipebench;
+pub mod plot;
+mod probe_fds;
+pub mod record;
+pub mod report;
+pub mod resources;
+
+pub use lab::{run, LabArgs, Scenario, SCENARIOS};

@@ -1,0 +1,110 @@
+//! What the report says about the machine it ran on, and which peers it found.
+
+use crate::record::PeerInfo;
+use serde::Serialize;
+use std::process::Command;
+
+/// The machine, as far as a reader needs it to judge the numbers.
+#[derive(Clone, Debug, Serialize)]
+pub struct MachineInfo {
+    /// CPU model name from /proc/cpuinfo.
+    pub cpu: String,
+    /// Online CPUs.
+    pub cores: usize,
+    /// Total memory in MiB.
+    pub memory_mib: u64,
+    /// RLIMIT_NOFILE hard limit.
+    pub nofile_hard: u64,
+    /// Load average when the lab started (the machine is shared).
+    pub loadavg_at_start: String,
+    /// rustc that built evq.
+    pub rustc: String,
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Describes this machine.
+pub fn machine() -> MachineInfo {
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let memory_mib = read("/proc/meminfo")
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024);
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a live rlimit.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    MachineInfo {
+        cpu,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_mib,
+        nofile_hard: lim.rlim_max,
+        loadavg_at_start: read("/proc/loadavg").trim().to_string(),
+        rustc: command_line("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
+    }
+}
+
+/// `uname -srvm`.
+pub fn kernel() -> String {
+    command_line("uname", &["-srvm"]).unwrap_or_else(|| read("/proc/version").trim().to_string())
+}
+
+/// The first line a command prints (stdout, else stderr), if it runs.
+pub fn command_line(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    let text = if out.stdout.is_empty() {
+        out.stderr
+    } else {
+        out.stdout
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .next()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+}
+
+fn dpkg_version(package: &str) -> Option<String> {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Status} ${Version}", package])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.strip_prefix("install ok installed ")
+        .map(|v| v.to_string())
+}
+
+/// The peers the lab compares against, with versions where installed.
+pub fn peers() -> Vec<PeerInfo> {
+    let script = "scripts/install-peers.sh";
+    let pkgs = [
+        ("nginx", "nginx-light"),
+        ("h2o", "h2o"),
+        ("lighttpd", "lighttpd"),
+        ("httperf", "httperf"),
+        ("wrk", "wrk"),
+        ("libev", "libev-dev"),
+        ("libevent", "libevent-dev"),
+        ("libuv", "libuv1-dev"),
+        ("liburing", "liburing-dev"),
+    ];
+    pkgs.iter()
+        .map(|(name, pkg)| PeerInfo {
+            name: name.to_string(),
+            version: dpkg_version(pkg),
+            install: format!("{script} (apt-get install {pkg})"),
+        })
+        .collect()
+}

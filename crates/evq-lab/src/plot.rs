@@ -1,0 +1,193 @@
+//! Line charts for the report: SVG (embedded in the HTML) and a PNG copy.
+//!
+//! PNG text needs a TrueType font; the DejaVu fonts Debian ships are registered at
+//! run time. Without one the PNG is skipped (the SVG, which leaves text to the
+//! browser, is always written).
+
+use crate::record::PlotRecord;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// One line of a chart.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// (x, y) points, x ascending.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A chart to draw.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    /// Title above the plot.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Logarithmic x axis.
+    pub log_x: bool,
+    /// Logarithmic y axis.
+    pub log_y: bool,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+fn font_registered() -> bool {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    *REGISTERED.get_or_init(|| {
+        for path in FONT_PATHS {
+            if let Ok(bytes) = std::fs::read(path) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+}
+
+const COLORS: &[RGBColor] = &[
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
+    let pts = chart.series.iter().flat_map(|s| s.points.iter().copied());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in pts {
+        if (chart.log_x && x <= 0.0)
+            || (chart.log_y && y <= 0.0)
+            || !x.is_finite()
+            || !y.is_finite()
+        {
+            continue;
+        }
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        return ((1.0, 10.0), (1.0, 10.0));
+    }
+    let pad = |lo: f64, hi: f64, log: bool| {
+        if log {
+            (lo / 1.5, hi * 1.5)
+        } else {
+            let span = (hi - lo).max(hi.abs() * 0.1).max(1e-9);
+            (
+                (lo - span * 0.05).min(0.0_f64.max(lo - span * 0.05)),
+                hi + span * 0.1,
+            )
+        }
+    };
+    (pad(x0, x1, chart.log_x), pad(y0, y1, chart.log_y))
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    chart: &Chart,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let ((x0, x1), (y0, y1)) = bounds(chart);
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(&chart.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70);
+    macro_rules! body {
+        ($ctx:expr) => {{
+            let mut ctx = $ctx.map_err(|e| e.to_string())?;
+            ctx.configure_mesh()
+                .x_desc(&chart.x_label)
+                .y_desc(&chart.y_label)
+                .label_style(("sans-serif", 13))
+                .draw()
+                .map_err(|e| e.to_string())?;
+            for (i, s) in chart.series.iter().enumerate() {
+                let color = COLORS[i % COLORS.len()];
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|&(x, y)| (!chart.log_x || x > 0.0) && (!chart.log_y || y > 0.0))
+                    .collect();
+                ctx.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                    .map_err(|e| e.to_string())?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+                ctx.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+                    .map_err(|e| e.to_string())?;
+            }
+            ctx.configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 13))
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|e| e.to_string())?;
+        }};
+    }
+    match (chart.log_x, chart.log_y) {
+        (true, true) => {
+            body!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale()))
+        }
+        (true, false) => body!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)),
+        (false, true) => body!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())),
+        (false, false) => body!(builder.build_cartesian_2d(x0..x1, y0..y1)),
+    }
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Draws `chart` as SVG (returned) and as `dir/file_stem.png`.
+pub fn render(chart: &Chart, dir: &Path, file_stem: &str) -> PlotRecord {
+    let mut svg = String::new();
+    if let Err(e) = draw(
+        SVGBackend::with_string(&mut svg, (900, 520)).into_drawing_area(),
+        chart,
+    ) {
+        svg = format!("<p>plot failed: {}</p>", crate::report::escape(&e));
+    }
+    let mut png = String::new();
+    if font_registered() {
+        let name = format!("{file_stem}.png");
+        let path = dir.join(&name);
+        if draw(
+            BitMapBackend::new(&path, (900, 520)).into_drawing_area(),
+            chart,
+        )
+        .is_ok()
+        {
+            png = name;
+        }
+    }
+    PlotRecord {
+        title: chart.title.clone(),
+        png,
+        svg,
+    }
+}

@@ -1,0 +1,557 @@
+//! HTTP/1.x requests out and response framing in.
+//!
+//! [`ResponseReader`] is a push parser: the connection feeds it whatever `recv`
+//! returned and it says where each response ends, so pipelined responses in one read
+//! and responses split over many reads are the same case. The head goes through
+//! `httparse`; the body is framed by (in RFC 9112 §6.3 order) "no body" statuses and
+//! HEAD, `Transfer-Encoding: chunked`, `Content-Length`, else end-of-file. Body bytes
+//! are counted, never stored.
+
+use std::fmt;
+
+/// Largest response head accepted; past it the reply is garbage.
+const MAX_HEAD: usize = 64 * 1024;
+/// Longest chunk-size or trailer line accepted.
+const MAX_LINE: usize = 4096;
+/// Most header fields parsed.
+const MAX_HEADERS: usize = 64;
+
+/// Builds the bytes of one request.
+pub(crate) fn build_request(
+    method: &str,
+    uri: &str,
+    host: &str,
+    headers: &[String],
+    http10: bool,
+) -> Vec<u8> {
+    let version = if http10 { "HTTP/1.0" } else { "HTTP/1.1" };
+    let mut s = format!("{method} {uri} {version}\r\nHost: {host}\r\nUser-Agent: evq-load\r\n");
+    if http10 {
+        s.push_str("Connection: keep-alive\r\n");
+    }
+    for h in headers {
+        s.push_str(h.trim_end_matches(['\r', '\n']));
+        s.push_str("\r\n");
+    }
+    s.push_str("\r\n");
+    s.into_bytes()
+}
+
+/// Why a response could not be framed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FramingError(pub String);
+
+impl fmt::Display for FramingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One complete response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    /// The status code.
+    pub status: u16,
+    /// Whether the connection may carry another request after this response.
+    pub keep_alive: bool,
+    /// Body bytes (after de-chunking).
+    pub body_len: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Reading the hex size line; `size` so far, whether extensions started.
+    Size {
+        size: u64,
+        digits: u32,
+        ext: bool,
+        cr: bool,
+    },
+    /// Inside chunk data.
+    Data(u64),
+    /// Expecting the CRLF after chunk data (`true` once the CR is seen).
+    DataEnd(bool),
+    /// Reading trailer lines; `len` of the current line, `cr` seen.
+    Trailer { len: usize, cr: bool },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    Length(u64),
+    Chunked(Chunk),
+    UntilClose,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    status: u16,
+    keep_alive: bool,
+}
+
+/// Incremental response framer for one connection.
+#[derive(Debug, Default)]
+pub struct ResponseReader {
+    head_buf: Vec<u8>,
+    state: Option<(Head, Body)>,
+    body_len: u64,
+    started: bool,
+}
+
+/// What one [`ResponseReader::feed`] call found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fed {
+    /// Bytes of the input used; the rest belongs to the next response.
+    pub used: usize,
+    /// The response that ended within those bytes, if one did.
+    pub reply: Option<Reply>,
+}
+
+impl ResponseReader {
+    /// A reader waiting for the start of a response.
+    pub fn new() -> ResponseReader {
+        ResponseReader::default()
+    }
+
+    /// True once any byte of the current response has arrived.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Feeds bytes; call again with the unused rest while `reply` is `Some`.
+    /// `head_request` says the request was HEAD (the response then has no body).
+    ///
+    /// # Errors
+    /// A head `httparse` rejects, an oversized head, a bad `Content-Length`, or
+    /// broken chunked framing.
+    pub fn feed(&mut self, data: &[u8], head_request: bool) -> Result<Fed, FramingError> {
+        if data.is_empty() {
+            return Ok(Fed {
+                used: 0,
+                reply: None,
+            });
+        }
+        self.started = true;
+        let mut used = 0;
+        if self.state.is_none() {
+            let before = self.head_buf.len();
+            // Look for the end of the head only in what is new (plus 3 bytes of overlap).
+            let room = MAX_HEAD.saturating_sub(before).max(1);
+            let take = data.len().min(room);
+            self.head_buf.extend_from_slice(&data[..take]);
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut resp = httparse::Response::new(&mut headers);
+            match resp.parse(&self.head_buf) {
+                Ok(httparse::Status::Complete(head_len)) => {
+                    used = head_len.saturating_sub(before);
+                    let status = resp.code.unwrap_or(0);
+                    let (head, body) = frame(&resp, status, head_request)?;
+                    self.head_buf.clear();
+                    if (100..200).contains(&status) && status != 101 {
+                        // Interim response: the real one follows.
+                        return Ok(Fed { used, reply: None });
+                    }
+                    self.state = Some((head, body));
+                    self.body_len = 0;
+                }
+                Ok(httparse::Status::Partial) => {
+                    if self.head_buf.len() >= MAX_HEAD {
+                        return Err(FramingError(format!(
+                            "response head longer than {MAX_HEAD} bytes"
+                        )));
+                    }
+                    return Ok(Fed {
+                        used: take,
+                        reply: None,
+                    });
+                }
+                Err(e) => return Err(FramingError(format!("bad response head: {e}"))),
+            }
+        }
+        let rest = &data[used..];
+        let Some((head, body)) = self.state.as_mut() else {
+            return Ok(Fed { used, reply: None });
+        };
+        let head = *head;
+        let (n, done) = match body {
+            Body::Length(left) => {
+                let n = (*left).min(rest.len() as u64);
+                *left -= n;
+                self.body_len += n;
+                (n as usize, *left == 0)
+            }
+            Body::UntilClose => {
+                self.body_len += rest.len() as u64;
+                (rest.len(), false)
+            }
+            Body::Chunked(chunk) => chunked(chunk, rest, &mut self.body_len)?,
+        };
+        used += n;
+        if done {
+            let reply = Reply {
+                status: head.status,
+                keep_alive: head.keep_alive,
+                body_len: self.body_len,
+            };
+            self.reset();
+            return Ok(Fed {
+                used,
+                reply: Some(reply),
+            });
+        }
+        Ok(Fed { used, reply: None })
+    }
+
+    /// The peer closed the connection: completes a response delimited by end-of-file,
+    /// `Ok(None)` if nothing of a response had arrived.
+    ///
+    /// # Errors
+    /// End-of-file inside a head, a `Content-Length` body or a chunked body.
+    pub fn eof(&mut self) -> Result<Option<Reply>, FramingError> {
+        match self.state.take() {
+            Some((head, Body::UntilClose)) => {
+                let reply = Reply {
+                    status: head.status,
+                    keep_alive: false,
+                    body_len: self.body_len,
+                };
+                self.reset();
+                Ok(Some(reply))
+            }
+            Some(_) => Err(FramingError(
+                "connection closed inside a response body".into(),
+            )),
+            None if self.head_buf.is_empty() && !self.started => Ok(None),
+            None => Err(FramingError(
+                "connection closed inside a response head".into(),
+            )),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.head_buf.clear();
+        self.state = None;
+        self.body_len = 0;
+        self.started = false;
+    }
+}
+
+fn header_has_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+fn frame(
+    resp: &httparse::Response<'_, '_>,
+    status: u16,
+    head_request: bool,
+) -> Result<(Head, Body), FramingError> {
+    let http10 = resp.version == Some(0);
+    let mut close = http10;
+    let mut length: Option<u64> = None;
+    let mut chunked_te = false;
+    for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("connection") {
+            if header_has_token(h.value, "close") {
+                close = true;
+            } else if header_has_token(h.value, "keep-alive") {
+                close = false;
+            }
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| FramingError("bad Content-Length".into()))?;
+            if length.is_some_and(|l| l != v) {
+                return Err(FramingError("conflicting Content-Length headers".into()));
+            }
+            length = Some(v);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked must be the final coding to frame the message.
+            chunked_te = h
+                .value
+                .rsplit(|&b| b == b',')
+                .next()
+                .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            if !chunked_te {
+                close = true;
+            }
+        }
+    }
+    let no_body = head_request || (100..200).contains(&status) || status == 204 || status == 304;
+    let body = if no_body {
+        Body::Length(0)
+    } else if chunked_te {
+        Body::Chunked(Chunk::Size {
+            size: 0,
+            digits: 0,
+            ext: false,
+            cr: false,
+        })
+    } else if let Some(l) = length {
+        Body::Length(l)
+    } else {
+        close = true;
+        Body::UntilClose
+    };
+    Ok((
+        Head {
+            status,
+            keep_alive: !close,
+        },
+        body,
+    ))
+}
+
+/// Runs the chunked-body state machine over `data`; returns bytes used and whether
+/// the body (including trailers) ended.
+fn chunked(
+    state: &mut Chunk,
+    data: &[u8],
+    body_len: &mut u64,
+) -> Result<(usize, bool), FramingError> {
+    let bad = |what: &str| Err(FramingError(format!("bad chunked encoding: {what}")));
+    let mut i = 0;
+    while i < data.len() {
+        match state {
+            Chunk::Size {
+                size,
+                digits,
+                ext,
+                cr,
+            } => {
+                let b = data[i];
+                i += 1;
+                if *cr {
+                    if b != b'\n' {
+                        return bad("CR without LF after chunk size");
+                    }
+                    if *digits == 0 {
+                        return bad("missing chunk size");
+                    }
+                    *state = if *size == 0 {
+                        Chunk::Trailer { len: 0, cr: false }
+                    } else {
+                        Chunk::Data(*size)
+                    };
+                } else if b == b'\r' {
+                    *cr = true;
+                } else if b == b'\n' {
+                    // Bare LF: tolerated, as most clients do.
+                    if *digits == 0 {
+                        return bad("missing chunk size");
+                    }
+                    *state = if *size == 0 {
+                        Chunk::Trailer { len: 0, cr: false }
+                    } else {
+                        Chunk::Data(*size)
+                    };
+                } else if *ext {
+                    // Chunk extensions are skipped up to the line end.
+                } else if let Some(d) = (b as char).to_digit(16) {
+                    if *digits >= 15 {
+                        return bad("chunk size too large");
+                    }
+                    *size = *size * 16 + u64::from(d);
+                    *digits += 1;
+                } else if b == b';' || b == b' ' || b == b'\t' {
+                    *ext = true;
+                } else {
+                    return bad("non-hex chunk size");
+                }
+            }
+            Chunk::Data(left) => {
+                let n = (*left).min((data.len() - i) as u64);
+                *left -= n;
+                *body_len += n;
+                i += n as usize;
+                if *left == 0 {
+                    *state = Chunk::DataEnd(false);
+                }
+            }
+            Chunk::DataEnd(cr) => {
+                let b = data[i];
+                i += 1;
+                match (b, *cr) {
+                    (b'\r', false) => *cr = true,
+                    (b'\n', _) => {
+                        *state = Chunk::Size {
+                            size: 0,
+                            digits: 0,
+                            ext: false,
+                            cr: false,
+                        };
+                    }
+                    _ => return bad("chunk data not followed by CRLF"),
+                }
+            }
+            Chunk::Trailer { len, cr } => {
+                let b = data[i];
+                i += 1;
+                if b == b'\n' {
+                    if *len == 0 {
+                        return Ok((i, true));
+                    }
+                    *len = 0;
+                    *cr = false;
+                } else if b == b'\r' {
+                    *cr = true;
+                } else {
+                    if *cr {
+                        return bad("CR without LF in trailer");
+                    }
+                    *len += 1;
+                    if *len > MAX_LINE {
+                        return bad("trailer line too long");
+                    }
+                }
+            }
+        }
+    }
+    Ok((i, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed_all(r: &mut ResponseReader, mut data: &[u8]) -> Vec<Reply> {
+        let mut out = Vec::new();
+        while !data.is_empty() {
+            let fed = r.feed(data, false).expect("valid framing");
+            data = &data[fed.used..];
+            if let Some(rep) = fed.reply {
+                out.push(rep);
+            } else if fed.used == 0 {
+                break;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn content_length_pipelined_and_split() {
+        let two = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 404 NF\r\nContent-Length: 0\r\n\r\n";
+        let mut r = ResponseReader::new();
+        let reps = feed_all(&mut r, two);
+        assert_eq!(reps.len(), 2);
+        assert_eq!(reps[0].status, 200);
+        assert_eq!(reps[0].body_len, 3);
+        assert_eq!(reps[1].status, 404);
+        // Byte by byte gives the same.
+        let mut r = ResponseReader::new();
+        let mut got = Vec::new();
+        for b in two.iter() {
+            got.extend(feed_all(&mut r, std::slice::from_ref(b)));
+        }
+        assert_eq!(got, reps);
+    }
+
+    #[test]
+    fn chunked_with_trailer_and_split() {
+        let msg = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n1\r\n!\r\n0\r\nX-T: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz";
+        for split in 1..msg.len() {
+            let mut r = ResponseReader::new();
+            let mut got = feed_all(&mut r, &msg[..split]);
+            got.extend(feed_all(&mut r, &msg[split..]));
+            assert_eq!(got.len(), 2, "split at {split}");
+            assert_eq!(got[0].body_len, 6);
+            assert!(got[0].keep_alive);
+        }
+    }
+
+    #[test]
+    fn close_delimited_and_http10() {
+        let mut r = ResponseReader::new();
+        assert!(feed_all(&mut r, b"HTTP/1.0 200 OK\r\n\r\nbody").is_empty());
+        let rep = r.eof().expect("eof ends it").expect("a reply");
+        assert_eq!(rep.body_len, 4);
+        assert!(!rep.keep_alive);
+        let mut r = ResponseReader::new();
+        let reps = feed_all(
+            &mut r,
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n",
+        );
+        assert!(reps[0].keep_alive);
+        let reps = feed_all(
+            &mut r,
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+        );
+        assert!(!reps[0].keep_alive);
+    }
+
+    #[test]
+    fn interim_and_no_body() {
+        let mut r = ResponseReader::new();
+        let reps = feed_all(
+            &mut r,
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No\r\nContent-Length: 5\r\n\r\n",
+        );
+        assert_eq!(reps.len(), 1);
+        assert_eq!(reps[0].status, 204);
+        assert_eq!(reps[0].body_len, 0);
+    }
+
+    #[test]
+    fn random_bytes_and_splits_never_panic() {
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let seeds: [&[u8]; 3] = [
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd",
+            b"HTTP/1.0 301 M\r\nConnection: keep-alive, close\r\n\r\nxyz",
+        ];
+        for round in 0..3000 {
+            let mut msg = seeds[round % 3].to_vec();
+            // Mutate a few bytes, sometimes into random garbage.
+            for _ in 0..(next() % 4) {
+                let i = (next() as usize) % msg.len();
+                msg[i] = next() as u8;
+            }
+            if round % 7 == 0 {
+                msg = (0..(next() % 200)).map(|_| next() as u8).collect();
+            }
+            let mut r = ResponseReader::new();
+            let mut data = &msg[..];
+            while !data.is_empty() {
+                let cut = 1 + (next() as usize) % data.len();
+                let mut piece = &data[..cut];
+                data = &data[cut..];
+                while !piece.is_empty() {
+                    match r.feed(piece, round % 5 == 0) {
+                        Ok(fed) if fed.used == 0 && fed.reply.is_none() => break,
+                        Ok(fed) => piece = &piece[fed.used..],
+                        Err(_) => {
+                            piece = &[];
+                            data = &[];
+                        }
+                    }
+                }
+            }
+            let _ = r.eof();
+        }
+    }
+
+    #[test]
+    fn garbage_and_truncation_are_errors() {
+        let mut r = ResponseReader::new();
+        assert!(r.feed(b"\x00\x01garbage\r\n\r\n", false).is_err());
+        let mut r = ResponseReader::new();
+        let _ = r.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab", false);
+        assert!(r.eof().is_err());
+        let mut r = ResponseReader::new();
+        assert!(r
+            .feed(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                false
+            )
+            .is_err());
+        let mut r = ResponseReader::new();
+        assert_eq!(r.eof(), Ok(None));
+    }
+}

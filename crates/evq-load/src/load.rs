@@ -1,0 +1,642 @@
+//! The load engine: threads, each with one evq queue, running httperf's open loop or
+//! wrk's closed loop over non-blocking HTTP/1.x connections.
+//!
+//! Latency is measured from each request's *intended* start: in open loop the first
+//! call of a connection is due at its scheduled start, so a late generator or a slow
+//! connect shows up in the numbers instead of silently shifting the schedule
+//! (coordinated omission). Later calls on a connection are due when the previous
+//! reply completes (httperf's model), which is when they are sent.
+//!
+//! Timeouts are lazy evq timers: each connection keeps a deadline that progress moves
+//! forward and at most one pending timer; when it fires early (the deadline moved),
+//! it is set again for the new deadline. So progress costs no timer operation.
+
+use crate::config::{resolve, LoadConfig, LoopMode};
+use crate::http::{build_request, Reply, ResponseReader};
+use crate::schedule::{Plan, Step};
+use crate::stats::{ErrorKind, LoadReport, ThreadStats};
+use crate::sys::{self, LocalBind};
+use evq::{Event, EventQueue, Events, Interest, Mode, Options, TimerId};
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const TIMER_BIT: u64 = 1 << 63;
+const GEN_MASK: u32 = 0x3fff_ffff;
+const MAX_WAIT: Duration = Duration::from_millis(100);
+const READ_BUF: usize = 64 * 1024;
+
+/// Counters the progress line reads while threads run.
+#[derive(Default)]
+struct Shared {
+    conns: AtomicU64,
+    replies: AtomicU64,
+    errors: AtomicU64,
+    active: AtomicI64,
+    done: AtomicUsize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Connecting,
+    Active,
+}
+
+struct Conn {
+    fd: RawFd,
+    phase: Phase,
+    conn_intended: Instant,
+    connect_started: Instant,
+    calls_issued: u32,
+    calls_done: u32,
+    burst_intended: Instant,
+    outstanding: u32,
+    write_left: usize,
+    write_total: usize,
+    reader: ResponseReader,
+    deadline: Instant,
+    timer: Option<TimerId>,
+    interest: Interest,
+}
+
+enum Outcome {
+    Keep,
+    Done,
+    Failed(ErrorKind),
+}
+
+struct Worker<'a> {
+    cfg: &'a LoadConfig,
+    shared: &'a Shared,
+    addr: SocketAddr,
+    queue: EventQueue,
+    edge: bool,
+    slots: Vec<Option<Conn>>,
+    gens: Vec<u32>,
+    free: Vec<u32>,
+    active: usize,
+    stats: ThreadStats,
+    plan: Plan,
+    start: Instant,
+    burst_buf: Vec<u8>,
+    req_len: usize,
+    head_request: bool,
+    rbuf: Vec<u8>,
+    next_port: u32,
+    port_lo: u32,
+    port_hi: u32,
+}
+
+impl<'a> Worker<'a> {
+    fn token(&self, slot: u32) -> u64 {
+        (u64::from(self.gens[slot as usize]) << 32) | u64::from(slot)
+    }
+
+    fn run(&mut self, hard_deadline: Instant) -> io::Result<bool> {
+        let mut events = Events::with_capacity(256);
+        let mut cut_off = false;
+        loop {
+            let now = Instant::now();
+            if sys::stop_requested() || now >= hard_deadline {
+                cut_off = true;
+                break;
+            }
+            if self.plan.until().is_some_and(|u| now >= u) {
+                break;
+            }
+            let next_due = self.launch_due(now);
+            if self.finished() {
+                break;
+            }
+            let mut wait = MAX_WAIT.min(hard_deadline.saturating_duration_since(now));
+            if let Some(due) = next_due {
+                wait = wait.min(due.saturating_duration_since(now));
+            }
+            if let Some(u) = self.plan.until() {
+                wait = wait.min(u.saturating_duration_since(now));
+            }
+            self.queue.get_next_event(&mut events, Some(wait))?;
+            for ev in events.iter() {
+                self.dispatch(ev);
+            }
+        }
+        // Whatever is still open: cut off (an error) or, at the end of a closed-loop
+        // duration, simply abandoned.
+        for slot in 0..self.slots.len() {
+            if let Some(c) = self.slots[slot].take() {
+                self.stats.unanswered += u64::from(c.outstanding);
+                if cut_off {
+                    self.stats.errors.add(ErrorKind::Cutoff);
+                    self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                self.release(slot as u32, c);
+            }
+        }
+        Ok(cut_off)
+    }
+
+    fn finished(&self) -> bool {
+        self.active == 0 && self.plan.exhausted()
+    }
+
+    /// Starts every connection that is due; returns when the next one is due.
+    fn launch_due(&mut self, now: Instant) -> Option<Instant> {
+        loop {
+            match self.plan.poll(now, self.active) {
+                Step::Launch(intended) => {
+                    if !self.launch(intended) {
+                        self.plan.backoff(now);
+                    }
+                }
+                Step::WaitUntil(t) => return Some(t),
+                Step::Idle => return None,
+            }
+        }
+    }
+
+    fn fail_start(&mut self, kind: ErrorKind) {
+        self.stats.errors.add(kind);
+        self.shared.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn local_bind(&mut self) -> LocalBind {
+        let ip = self.cfg.source;
+        if self.cfg.hog {
+            let ip = ip.unwrap_or(if self.addr.is_ipv4() {
+                std::net::Ipv4Addr::UNSPECIFIED.into()
+            } else {
+                std::net::Ipv6Addr::UNSPECIFIED.into()
+            });
+            let port = self.next_port;
+            self.next_port = if self.next_port >= self.port_hi {
+                self.port_lo
+            } else {
+                self.next_port + 1
+            };
+            return LocalBind::Port(SocketAddr::new(ip, port as u16));
+        }
+        match ip {
+            Some(ip) => LocalBind::Address(SocketAddr::new(ip, 0)),
+            None => LocalBind::Kernel,
+        }
+    }
+
+    /// Opens one connection due at `intended`; false if it failed at once.
+    fn launch(&mut self, intended: Instant) -> bool {
+        let now = Instant::now();
+        self.stats.conns_started += 1;
+        let lag = now.saturating_duration_since(intended).as_micros().max(1) as u64;
+        let _ = self.stats.start_lag.record(lag.min(3_600_000_000));
+        self.shared.conns.fetch_add(1, Ordering::Relaxed);
+        let tries = if self.cfg.hog { 64 } else { 1 };
+        let mut result = Err(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
+        for _ in 0..tries {
+            let local = self.local_bind();
+            result = sys::start_connect(&self.addr, local, true);
+            match &result {
+                Err(e) if self.cfg.hog && ErrorKind::from_io(e) == ErrorKind::AddrUnavail => {
+                    continue
+                }
+                _ => break,
+            }
+        }
+        let fd = match result {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.fail_start(ErrorKind::from_io(&e));
+                return false;
+            }
+        };
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                self.gens.push(0);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let token = self.token(slot);
+        let interest = if self.edge {
+            Interest::READ | Interest::WRITE
+        } else {
+            Interest::WRITE
+        };
+        let mode = if self.edge { Mode::Event } else { Mode::Level };
+        if let Err(e) = self
+            .queue
+            .declare_interest(fd, interest, Options::new(token).mode(mode))
+        {
+            sys::close_fd(fd);
+            self.free.push(slot);
+            self.fail_start(ErrorKind::from_io(&e));
+            return false;
+        }
+        let mut conn = Conn {
+            fd,
+            phase: Phase::Connecting,
+            conn_intended: intended,
+            connect_started: now,
+            calls_issued: 0,
+            calls_done: 0,
+            burst_intended: intended,
+            outstanding: 0,
+            write_left: 0,
+            write_total: 0,
+            reader: ResponseReader::new(),
+            deadline: now,
+            timer: None,
+            interest,
+        };
+        if let Some(t) = self.cfg.timeout {
+            self.touch(&mut conn, slot, now + t);
+        }
+        self.slots[slot as usize] = Some(conn);
+        self.active += 1;
+        self.stats.max_concurrent = self.stats.max_concurrent.max(self.active as u64);
+        self.shared.active.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    fn touch(&mut self, c: &mut Conn, slot: u32, deadline: Instant) {
+        c.deadline = deadline;
+        if c.timer.is_none() {
+            let token = self.token(slot) | TIMER_BIT;
+            c.timer = Some(self.queue.add_timer(deadline, token));
+        }
+    }
+
+    fn progress(&mut self, c: &mut Conn, slot: u32, now: Instant) {
+        if let Some(t) = self.cfg.timeout {
+            let waiting_for_reply = c.outstanding > 0 && c.write_left == 0 && !c.reader.started();
+            let d = if waiting_for_reply {
+                t + self.cfg.think_timeout
+            } else {
+                t
+            };
+            self.touch(c, slot, now + d);
+        }
+    }
+
+    fn dispatch(&mut self, ev: &Event) {
+        let token = ev.token();
+        let is_timer = ev.is_timer() && token & TIMER_BIT != 0;
+        let slot = (token & 0xffff_ffff) as u32;
+        let gen = ((token >> 32) as u32) & GEN_MASK;
+        if slot as usize >= self.slots.len() || self.gens[slot as usize] != gen {
+            return;
+        }
+        let Some(mut c) = self.slots[slot as usize].take() else {
+            return;
+        };
+        let now = Instant::now();
+        let outcome = if is_timer {
+            c.timer = None;
+            if now >= c.deadline {
+                Outcome::Failed(ErrorKind::ClientTimeout)
+            } else {
+                let d = c.deadline;
+                self.touch(&mut c, slot, d);
+                Outcome::Keep
+            }
+        } else {
+            self.on_ready(&mut c, slot, ev, now)
+        };
+        match outcome {
+            Outcome::Keep => self.slots[slot as usize] = Some(c),
+            Outcome::Done => {
+                self.stats.conns_completed += 1;
+                let _ = self.stats.lifetime.record(
+                    now.saturating_duration_since(c.conn_intended)
+                        .as_micros()
+                        .max(1) as u64,
+                );
+                self.release(slot, c);
+            }
+            Outcome::Failed(kind) => {
+                self.stats.unanswered += u64::from(c.outstanding);
+                self.fail_start(kind);
+                self.release(slot, c);
+                self.plan.backoff(now);
+            }
+        }
+    }
+
+    fn release(&mut self, slot: u32, c: Conn) {
+        if let Some(t) = c.timer {
+            self.queue.cancel_timer(t);
+        }
+        let _ = self.queue.close(c.fd);
+        self.gens[slot as usize] = (self.gens[slot as usize] + 1) & GEN_MASK;
+        self.free.push(slot);
+        self.active -= 1;
+        self.shared.active.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn set_interest(&mut self, c: &mut Conn, slot: u32, want: Interest) -> Result<(), ErrorKind> {
+        if self.edge || c.interest == want {
+            return Ok(());
+        }
+        let token = self.token(slot);
+        self.queue
+            .declare_interest(c.fd, want, Options::new(token))
+            .map_err(|e| ErrorKind::from_io(&e))?;
+        c.interest = want;
+        Ok(())
+    }
+
+    fn on_ready(&mut self, c: &mut Conn, slot: u32, ev: &Event, now: Instant) -> Outcome {
+        if c.phase == Phase::Connecting {
+            if let Some(e) = sys::take_socket_error(c.fd) {
+                return Outcome::Failed(ErrorKind::from_io(&e));
+            }
+            if !ev.is_writable() {
+                if ev.readiness().contains(evq::Readiness::HUP) {
+                    return Outcome::Failed(ErrorKind::ConnRefused);
+                }
+                return Outcome::Keep;
+            }
+            c.phase = Phase::Active;
+            let _ = self.stats.connect.record(
+                now.saturating_duration_since(c.connect_started)
+                    .as_micros()
+                    .max(1) as u64,
+            );
+            return match self.next_burst(c, slot, now) {
+                Ok(true) => Outcome::Done,
+                Ok(false) => Outcome::Keep,
+                Err(k) => Outcome::Failed(k),
+            };
+        }
+        if ev.is_readable() {
+            match self.read_all(c, slot) {
+                Ok(Outcome::Keep) => {}
+                other => return other.unwrap_or_else(Outcome::Failed),
+            }
+        }
+        if c.write_left > 0 && ev.is_writable() {
+            if let Err(k) = self.write_some(c, slot, Instant::now()) {
+                return Outcome::Failed(k);
+            }
+        }
+        Outcome::Keep
+    }
+
+    /// Sends the next burst, or reports the connection done (`Ok(true)`).
+    fn next_burst(&mut self, c: &mut Conn, slot: u32, now: Instant) -> Result<bool, ErrorKind> {
+        let calls = self.cfg.num_calls;
+        let remaining = if calls == 0 {
+            u32::MAX
+        } else {
+            calls.saturating_sub(c.calls_issued)
+        };
+        if remaining == 0 {
+            return Ok(true);
+        }
+        let k = remaining.min(self.cfg.burst_length);
+        if c.calls_issued > 0 {
+            c.burst_intended = now;
+        }
+        c.calls_issued += k;
+        c.outstanding += k;
+        c.write_total = k as usize * self.req_len;
+        c.write_left = c.write_total;
+        self.stats.requests += u64::from(k);
+        self.write_some(c, slot, now)?;
+        Ok(false)
+    }
+
+    fn write_some(&mut self, c: &mut Conn, slot: u32, now: Instant) -> Result<(), ErrorKind> {
+        while c.write_left > 0 {
+            let off = c.write_total - c.write_left;
+            match sys::send(c.fd, &self.burst_buf[off..c.write_total]) {
+                Ok(n) => {
+                    c.write_left -= n;
+                    self.stats.bytes_sent += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.set_interest(c, slot, Interest::READ | Interest::WRITE)?;
+                    self.progress(c, slot, now);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ErrorKind::from_io(&e)),
+            }
+        }
+        self.set_interest(c, slot, Interest::READ)?;
+        self.progress(c, slot, now);
+        Ok(())
+    }
+
+    fn read_all(&mut self, c: &mut Conn, slot: u32) -> Result<Outcome, ErrorKind> {
+        let mut buf = std::mem::take(&mut self.rbuf);
+        let result = self.read_into(c, slot, &mut buf);
+        self.rbuf = buf;
+        result
+    }
+
+    fn read_into(&mut self, c: &mut Conn, slot: u32, buf: &mut [u8]) -> Result<Outcome, ErrorKind> {
+        loop {
+            let n = match sys::recv(c.fd, buf) {
+                Ok(0) => {
+                    return match c.reader.eof() {
+                        Ok(Some(reply)) => {
+                            self.count_reply(c, reply, Instant::now());
+                            Ok(self.after_close(c))
+                        }
+                        Ok(None) => Ok(self.after_close(c)),
+                        Err(_) => Err(ErrorKind::PrematureClose),
+                    };
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Outcome::Keep),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(ErrorKind::from_io(&e)),
+            };
+            self.stats.bytes_received += n as u64;
+            let now = Instant::now();
+            let mut data = &buf[..n];
+            while !data.is_empty() {
+                let fed = c
+                    .reader
+                    .feed(data, self.head_request)
+                    .map_err(|_| ErrorKind::BadReply)?;
+                data = &data[fed.used..];
+                match fed.reply {
+                    Some(reply) => {
+                        if c.outstanding == 0 {
+                            // A reply nobody asked for.
+                            return Err(ErrorKind::BadReply);
+                        }
+                        self.count_reply(c, reply, now);
+                        if !reply.keep_alive {
+                            // The server ends the connection here; pipelined calls
+                            // after this reply will not be answered.
+                            self.stats.unanswered += u64::from(c.outstanding);
+                            c.outstanding = 0;
+                            return Ok(Outcome::Done);
+                        }
+                        if c.outstanding == 0 && self.next_burst(c, slot, now)? {
+                            return Ok(Outcome::Done);
+                        }
+                    }
+                    None if fed.used == 0 => break,
+                    None => {}
+                }
+            }
+            self.progress(c, slot, now);
+        }
+    }
+
+    /// The server closed the connection with no response in progress.
+    fn after_close(&mut self, c: &mut Conn) -> Outcome {
+        if c.outstanding > 0 {
+            Outcome::Failed(ErrorKind::PrematureClose)
+        } else {
+            Outcome::Done
+        }
+    }
+
+    fn count_reply(&mut self, c: &mut Conn, reply: Reply, now: Instant) {
+        c.outstanding = c.outstanding.saturating_sub(1);
+        c.calls_done += 1;
+        self.stats.replies += 1;
+        self.stats.body_bytes += reply.body_len;
+        let class = match reply.status {
+            100..=599 => (reply.status / 100) as usize - 1,
+            _ => 5,
+        };
+        self.stats.status[class] += 1;
+        let lat = now
+            .saturating_duration_since(c.burst_intended)
+            .as_micros()
+            .max(1) as u64;
+        let _ = self.stats.latency.record(lat.min(3_600_000_000));
+        let elapsed = now.saturating_duration_since(self.start).as_millis() as u64;
+        self.stats.count_reply_at(elapsed);
+        self.shared.replies.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs one load test and reports what it measured. Blocks until the run ends: the
+/// schedule is done and every connection finished, the closed-loop duration passed,
+/// the hard cap (`max_time`) hit, or [`crate::install_stop_signals`]'s signal came.
+///
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit first. Connection failures are
+/// counted, never fatal.
+///
+/// # Errors
+/// Invalid configuration, an unresolvable server, or a failure of the event queue
+/// itself.
+pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
+    cfg.validate()?;
+    let addr = resolve(&cfg.server, cfg.port)?;
+    let _ = sys::raise_nofile_limit();
+    let host = if cfg.port == 80 {
+        cfg.server.clone()
+    } else {
+        format!("{}:{}", cfg.server, cfg.port)
+    };
+    let request = build_request(&cfg.method, &cfg.uri, &host, &cfg.headers, cfg.http10);
+    let burst_buf = request.repeat(cfg.burst_length as usize);
+    let shared = Shared::default();
+    let max_time = cfg.effective_max_time();
+    let mut queues = Vec::with_capacity(cfg.threads);
+    for _ in 0..cfg.threads {
+        queues.push(EventQueue::new()?);
+    }
+    let backend = queues
+        .first()
+        .map(|q| q.backend().to_string())
+        .unwrap_or_default();
+    let (user0, sys0) = sys::cpu_times();
+    // A little head room so every thread is waiting before the first start is due.
+    let start = Instant::now() + Duration::from_millis(10);
+    let hard_deadline = start + max_time;
+    let (lo, hi) = (1024u32, 65535u32);
+    let span = (hi - lo + 1) / cfg.threads as u32;
+    let progress = cfg.progress && sys::stderr_is_tty();
+    let results: Vec<io::Result<(ThreadStats, bool)>> = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for (k, queue) in queues.into_iter().enumerate() {
+            let shared = &shared;
+            let burst_buf = burst_buf.clone();
+            let req_len = request.len();
+            handles.push(s.spawn(move || -> io::Result<(ThreadStats, bool)> {
+                let port_lo = lo + span * k as u32;
+                let mut w = Worker {
+                    cfg,
+                    shared,
+                    addr,
+                    edge: queue.capabilities().event,
+                    queue,
+                    slots: Vec::new(),
+                    gens: Vec::new(),
+                    free: Vec::new(),
+                    active: 0,
+                    stats: ThreadStats::new()?,
+                    plan: Plan::new(cfg, k, start),
+                    start,
+                    burst_buf,
+                    req_len,
+                    head_request: cfg.method.eq_ignore_ascii_case("HEAD"),
+                    rbuf: vec![0; READ_BUF],
+                    next_port: port_lo,
+                    port_lo,
+                    port_hi: port_lo + span.saturating_sub(1),
+                };
+                let r = w.run(hard_deadline);
+                shared.done.fetch_add(1, Ordering::SeqCst);
+                let cut = r?;
+                Ok((w.stats, cut))
+            }));
+        }
+        let mut last = Instant::now();
+        while shared.done.load(Ordering::SeqCst) < cfg.threads {
+            std::thread::sleep(Duration::from_millis(50));
+            if progress && last.elapsed() >= Duration::from_millis(500) {
+                last = Instant::now();
+                let _ = write!(
+                    io::stderr(),
+                    "\r[{:6.1}s] conns {} replies {} errors {} open {}   ",
+                    start.elapsed().as_secs_f64(),
+                    shared.conns.load(Ordering::Relaxed),
+                    shared.replies.load(Ordering::Relaxed),
+                    shared.errors.load(Ordering::Relaxed),
+                    shared.active.load(Ordering::Relaxed)
+                );
+            }
+        }
+        if progress {
+            let _ = write!(io::stderr(), "\r\x1b[K");
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("load thread panicked")))
+            })
+            .collect()
+    });
+    let end = Instant::now();
+    let (user1, sys1) = sys::cpu_times();
+    let mut total = ThreadStats::new()?;
+    let mut cut_off = false;
+    for r in results {
+        let (st, cut) = r?;
+        total.merge(&st);
+        cut_off |= cut;
+    }
+    let duration_s = match &cfg.mode {
+        LoopMode::Closed {
+            duration: Some(d), ..
+        } if !cut_off => end
+            .saturating_duration_since(start)
+            .as_secs_f64()
+            .min(d.as_secs_f64()),
+        _ => end.saturating_duration_since(start).as_secs_f64(),
+    };
+    let cpu = ((user1 - user0).max(0.0), (sys1 - sys0).max(0.0));
+    Ok(total.into_report(cfg, backend, duration_s, cut_off, cpu))
+}

@@ -1,0 +1,625 @@
+//! What a load run counts (per thread, merged at the end) and the report it makes:
+//! httperf's summary as text, and everything as JSON.
+
+use crate::config::{LoadConfig, LoopMode};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io;
+
+/// Why a connection (or connection attempt) failed; httperf's error classes plus the
+/// framing failures httperf folds into "other".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorKind {
+    /// No progress within `--timeout` (plus `--think-timeout` while awaiting a reply),
+    /// or the kernel's own connect timeout (`ETIMEDOUT`).
+    ClientTimeout,
+    /// `ECONNREFUSED`.
+    ConnRefused,
+    /// `ECONNRESET` or `EPIPE`: the server reset the connection.
+    ConnReset,
+    /// `EMFILE`/`ENFILE`: out of descriptors.
+    FdUnavail,
+    /// `EADDRNOTAVAIL`/`EADDRINUSE`: out of local ports or addresses.
+    AddrUnavail,
+    /// The server closed the connection before a reply was complete.
+    PrematureClose,
+    /// The reply could not be parsed as HTTP/1.x.
+    BadReply,
+    /// Still in progress when the run's hard time cap (`--max-time`) or a stop signal
+    /// ended it.
+    Cutoff,
+    /// Any other OS error.
+    Other,
+}
+
+impl ErrorKind {
+    /// Every kind, in report order.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::ClientTimeout,
+        ErrorKind::ConnRefused,
+        ErrorKind::ConnReset,
+        ErrorKind::FdUnavail,
+        ErrorKind::AddrUnavail,
+        ErrorKind::PrematureClose,
+        ErrorKind::BadReply,
+        ErrorKind::Cutoff,
+        ErrorKind::Other,
+    ];
+
+    /// The name used in the summary and the JSON (httperf's where it has one).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorKind::ClientTimeout => "client-timo",
+            ErrorKind::ConnRefused => "connrefused",
+            ErrorKind::ConnReset => "connreset",
+            ErrorKind::FdUnavail => "fd-unavail",
+            ErrorKind::AddrUnavail => "addrunavail",
+            ErrorKind::PrematureClose => "premature-close",
+            ErrorKind::BadReply => "bad-reply",
+            ErrorKind::Cutoff => "cutoff",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    /// Classifies an OS error.
+    pub fn from_io(e: &io::Error) -> ErrorKind {
+        match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) => ErrorKind::ConnRefused,
+            Some(libc::ECONNRESET) | Some(libc::EPIPE) | Some(libc::ECONNABORTED) => {
+                ErrorKind::ConnReset
+            }
+            Some(libc::EMFILE) | Some(libc::ENFILE) => ErrorKind::FdUnavail,
+            Some(libc::EADDRNOTAVAIL) | Some(libc::EADDRINUSE) => ErrorKind::AddrUnavail,
+            Some(libc::ETIMEDOUT) => ErrorKind::ClientTimeout,
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+/// Counts by [`ErrorKind`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorCounts([u64; 9]);
+
+impl ErrorCounts {
+    /// Adds one of `kind`.
+    pub fn add(&mut self, kind: ErrorKind) {
+        self.0[kind as usize] += 1;
+    }
+    /// The count of `kind`.
+    pub fn get(&self, kind: ErrorKind) -> u64 {
+        self.0[kind as usize]
+    }
+    /// All errors.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+    /// Adds another set of counts.
+    pub fn merge(&mut self, other: &ErrorCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a += b;
+        }
+    }
+    fn to_map(self) -> BTreeMap<&'static str, u64> {
+        let mut m: BTreeMap<&'static str, u64> = ErrorKind::ALL
+            .iter()
+            .map(|k| (k.name(), self.get(*k)))
+            .collect();
+        m.insert("total", self.total());
+        m
+    }
+}
+
+impl Serialize for ErrorCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(s)
+    }
+}
+
+/// Width of the reply-rate buckets the threads keep; samples are built from them.
+pub(crate) const BUCKET_MS: u64 = 100;
+
+/// A histogram of microseconds, 1 µs to 1 h, 3 significant digits.
+pub(crate) fn micros_histogram() -> io::Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .map_err(|e| io::Error::other(format!("histogram: {e}")))
+}
+
+/// What one thread counted.
+pub(crate) struct ThreadStats {
+    pub conns_started: u64,
+    pub conns_completed: u64,
+    pub requests: u64,
+    pub replies: u64,
+    pub status: [u64; 6],
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub body_bytes: u64,
+    pub errors: ErrorCounts,
+    pub latency: Histogram<u64>,
+    pub connect: Histogram<u64>,
+    pub lifetime: Histogram<u64>,
+    pub start_lag: Histogram<u64>,
+    pub reply_buckets: Vec<u64>,
+    pub max_concurrent: u64,
+    pub unanswered: u64,
+}
+
+impl ThreadStats {
+    pub(crate) fn new() -> io::Result<ThreadStats> {
+        Ok(ThreadStats {
+            conns_started: 0,
+            conns_completed: 0,
+            requests: 0,
+            replies: 0,
+            status: [0; 6],
+            bytes_sent: 0,
+            bytes_received: 0,
+            body_bytes: 0,
+            errors: ErrorCounts::default(),
+            latency: micros_histogram()?,
+            connect: micros_histogram()?,
+            lifetime: micros_histogram()?,
+            start_lag: micros_histogram()?,
+            reply_buckets: Vec::new(),
+            max_concurrent: 0,
+            unanswered: 0,
+        })
+    }
+
+    pub(crate) fn count_reply_at(&mut self, elapsed_ms: u64) {
+        let i = (elapsed_ms / BUCKET_MS) as usize;
+        if i >= self.reply_buckets.len() {
+            // Bounded by the run's hard cap, so this cannot grow without limit.
+            self.reply_buckets.resize(i + 1, 0);
+        }
+        self.reply_buckets[i] += 1;
+    }
+
+    /// The report for a run whose merged counts these are.
+    pub(crate) fn into_report(
+        self,
+        cfg: &LoadConfig,
+        backend: String,
+        duration_s: f64,
+        cut_off: bool,
+        cpu: (f64, f64),
+    ) -> LoadReport {
+        let total = self;
+        let d = duration_s.max(1e-9);
+        let st = total.status;
+        let (cpu_user_s, cpu_sys_s) = cpu;
+        LoadReport {
+            mode: match cfg.mode {
+                LoopMode::Open { .. } => "open".into(),
+                LoopMode::Closed { .. } => "closed".into(),
+            },
+            threads: cfg.threads,
+            backend,
+            duration_s,
+            cut_off,
+            connections: total.conns_started,
+            connections_completed: total.conns_completed,
+            max_concurrent: total.max_concurrent,
+            connection_rate: total.conns_started as f64 / d,
+            requests: total.requests,
+            request_rate: total.requests as f64 / d,
+            replies: total.replies,
+            reply_rate_avg: total.replies as f64 / d,
+            reply_rate: RateSamples::from_buckets(&total.reply_buckets, duration_s),
+            status: StatusClasses {
+                s1xx: st[0],
+                s2xx: st[1],
+                s3xx: st[2],
+                s4xx: st[3],
+                s5xx: st[4],
+                other: st[5],
+            },
+            errors: total.errors,
+            unanswered: total.unanswered,
+            latency_ms: Percentiles::of(&total.latency),
+            connect_ms: Percentiles::of(&total.connect),
+            connection_time_ms: Percentiles::of(&total.lifetime),
+            start_lag_ms: Percentiles::of(&total.start_lag),
+            bytes_sent: total.bytes_sent,
+            bytes_received: total.bytes_received,
+            cpu_user_s,
+            cpu_sys_s,
+            cpu_per_reply_us: if total.replies > 0 {
+                (cpu_user_s + cpu_sys_s) * 1e6 / total.replies as f64
+            } else {
+                0.0
+            },
+            config: cfg.clone(),
+        }
+    }
+
+    pub(crate) fn merge(&mut self, o: &ThreadStats) {
+        self.conns_started += o.conns_started;
+        self.conns_completed += o.conns_completed;
+        self.requests += o.requests;
+        self.replies += o.replies;
+        for (a, b) in self.status.iter_mut().zip(o.status.iter()) {
+            *a += b;
+        }
+        self.bytes_sent += o.bytes_sent;
+        self.bytes_received += o.bytes_received;
+        self.body_bytes += o.body_bytes;
+        self.errors.merge(&o.errors);
+        let _ = self.latency.add(&o.latency);
+        let _ = self.connect.add(&o.connect);
+        let _ = self.lifetime.add(&o.lifetime);
+        let _ = self.start_lag.add(&o.start_lag);
+        if self.reply_buckets.len() < o.reply_buckets.len() {
+            self.reply_buckets.resize(o.reply_buckets.len(), 0);
+        }
+        for (a, b) in self.reply_buckets.iter_mut().zip(o.reply_buckets.iter()) {
+            *a += b;
+        }
+        self.max_concurrent += o.max_concurrent;
+        self.unanswered += o.unanswered;
+    }
+}
+
+/// Percentiles of a latency distribution, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stddev: f64,
+    /// Number of values.
+    pub count: u64,
+}
+
+impl Percentiles {
+    pub(crate) fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        Percentiles {
+            p50: ms(h.value_at_quantile(0.5)),
+            p90: ms(h.value_at_quantile(0.9)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+            min: ms(h.min()),
+            mean: h.mean() / 1000.0,
+            stddev: h.stdev() / 1000.0,
+            count: h.len(),
+        }
+    }
+}
+
+/// Reply counts by status class.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct StatusClasses {
+    /// 1xx (only 101 reaches here; other interim replies are skipped).
+    #[serde(rename = "1xx")]
+    pub s1xx: u64,
+    /// 2xx.
+    #[serde(rename = "2xx")]
+    pub s2xx: u64,
+    /// 3xx.
+    #[serde(rename = "3xx")]
+    pub s3xx: u64,
+    /// 4xx.
+    #[serde(rename = "4xx")]
+    pub s4xx: u64,
+    /// 5xx.
+    #[serde(rename = "5xx")]
+    pub s5xx: u64,
+    /// Outside 100–599.
+    pub other: u64,
+}
+
+/// Reply-rate samples (httperf samples every 5 s).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct RateSamples {
+    /// Length of one sample, seconds.
+    pub interval_s: f64,
+    /// Replies per second in each complete interval.
+    pub samples: Vec<f64>,
+    /// Smallest sample.
+    pub min: f64,
+    /// Mean of the samples.
+    pub avg: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Standard deviation of the samples.
+    pub stddev: f64,
+}
+
+impl RateSamples {
+    /// Samples of 5 s as httperf; shorter runs get 1 s samples (under 15 s) or 0.1 s
+    /// samples (under 3 s), so they still get a few. The summary names the length.
+    pub(crate) fn from_buckets(buckets: &[u64], duration_s: f64) -> RateSamples {
+        let interval_s = if duration_s >= 15.0 {
+            5.0
+        } else if duration_s >= 3.0 {
+            1.0
+        } else {
+            BUCKET_MS as f64 / 1000.0
+        };
+        let per = ((interval_s * 1000.0) as u64 / BUCKET_MS).max(1) as usize;
+        let whole = (duration_s * 1000.0 / BUCKET_MS as f64) as usize / per;
+        let samples: Vec<f64> = buckets
+            .chunks(per)
+            .take(whole)
+            .filter(|c| c.len() == per)
+            .map(|c| c.iter().sum::<u64>() as f64 / interval_s)
+            .collect();
+        if samples.is_empty() {
+            return RateSamples {
+                interval_s,
+                ..RateSamples::default()
+            };
+        }
+        let n = samples.len() as f64;
+        let avg = samples.iter().sum::<f64>() / n;
+        let var = samples.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n;
+        RateSamples {
+            interval_s,
+            min: samples.iter().cloned().fold(f64::INFINITY, f64::min),
+            max: samples.iter().cloned().fold(0.0, f64::max),
+            avg,
+            stddev: var.sqrt(),
+            samples,
+        }
+    }
+}
+
+/// Everything a load run measured. `--json` prints it whole.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LoadReport {
+    /// `"open"` (httperf: connections started on a schedule) or `"closed"` (wrk: a
+    /// fixed number of connections, each sending as soon as its reply arrives).
+    pub mode: String,
+    /// Threads (one event queue each).
+    pub threads: usize,
+    /// evq backend the threads used.
+    pub backend: String,
+    /// Wall-clock length of the run, seconds.
+    pub duration_s: f64,
+    /// Whether the hard cap or a stop signal ended the run early.
+    pub cut_off: bool,
+    /// Connections started (attempted).
+    pub connections: u64,
+    /// Connections that finished all their calls (or were closed cleanly by the
+    /// server after a complete reply).
+    pub connections_completed: u64,
+    /// Upper bound on connections open at once (sum of per-thread maxima).
+    pub max_concurrent: u64,
+    /// Connections started per second.
+    pub connection_rate: f64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests sent per second.
+    pub request_rate: f64,
+    /// Complete replies received.
+    pub replies: u64,
+    /// Replies per second over the whole run.
+    pub reply_rate_avg: f64,
+    /// Reply-rate samples.
+    pub reply_rate: RateSamples,
+    /// Replies by status class.
+    pub status: StatusClasses,
+    /// Errors by kind (a failed connection counts once).
+    pub errors: ErrorCounts,
+    /// Requests sent whose reply never came (their connection failed or was cut off).
+    pub unanswered: u64,
+    /// Reply latency from each request's *intended* start (the schedule in open
+    /// loop; the send time of a burst otherwise), milliseconds.
+    pub latency_ms: Percentiles,
+    /// Time to establish a connection, milliseconds.
+    pub connect_ms: Percentiles,
+    /// Life of a successful connection, from intended start to close, milliseconds.
+    pub connection_time_ms: Percentiles,
+    /// How late connections were started against their intended time: the
+    /// generator's own lag (timer granularity, a busy thread). Already inside
+    /// `latency_ms`; large values mean the generator, not the server, was the limit.
+    pub start_lag_ms: Percentiles,
+    /// Request bytes sent.
+    pub bytes_sent: u64,
+    /// Response bytes received (heads and bodies).
+    pub bytes_received: u64,
+    /// User CPU of this process during the run (getrusage), seconds.
+    pub cpu_user_s: f64,
+    /// System CPU of this process during the run (getrusage), seconds.
+    pub cpu_sys_s: f64,
+    /// CPU (user+system) per reply, microseconds.
+    pub cpu_per_reply_us: f64,
+    /// The configuration that produced these numbers (durations in seconds).
+    pub config: LoadConfig,
+}
+
+impl LoadReport {
+    /// The httperf-style text summary.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let d = self.duration_s.max(1e-9);
+        let _ = writeln!(
+            s,
+            "Total: connections {} requests {} replies {} test-duration {:.3} s{}",
+            self.connections,
+            self.requests,
+            self.replies,
+            self.duration_s,
+            if self.cut_off { " (cut off)" } else { "" }
+        );
+        let _ = writeln!(
+            s,
+            "Mode: {} loop, {} thread(s), evq backend {}",
+            self.mode, self.threads, self.backend
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "Connection rate: {:.1} conn/s ({:.1} ms/conn, <={} concurrent connections)",
+            self.connection_rate,
+            if self.connection_rate > 0.0 {
+                1000.0 / self.connection_rate
+            } else {
+                0.0
+            },
+            self.max_concurrent
+        );
+        let c = &self.connection_time_ms;
+        let _ = writeln!(
+            s,
+            "Connection time [ms]: min {:.1} avg {:.1} max {:.1} median {:.1} stddev {:.1}",
+            c.min, c.mean, c.max, c.p50, c.stddev
+        );
+        let _ = writeln!(
+            s,
+            "Connection time [ms]: connect {:.3}",
+            self.connect_ms.mean
+        );
+        let _ = writeln!(
+            s,
+            "Start lag [ms] (actual - intended start): p50 {:.3} p99 {:.3} max {:.3}",
+            self.start_lag_ms.p50, self.start_lag_ms.p99, self.start_lag_ms.max
+        );
+        let _ = writeln!(
+            s,
+            "Connection length [replies/conn]: {:.3}",
+            if self.connections_completed > 0 {
+                self.replies as f64 / self.connections_completed as f64
+            } else {
+                0.0
+            }
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "Request rate: {:.1} req/s ({:.3} ms/req)",
+            self.request_rate,
+            if self.request_rate > 0.0 {
+                1000.0 / self.request_rate
+            } else {
+                0.0
+            }
+        );
+        let _ = writeln!(
+            s,
+            "Request size [B]: {:.1}",
+            if self.requests > 0 {
+                self.bytes_sent as f64 / self.requests as f64
+            } else {
+                0.0
+            }
+        );
+        let _ = writeln!(s);
+        let r = &self.reply_rate;
+        let _ = writeln!(
+            s,
+            "Reply rate [replies/s]: min {:.1} avg {:.1} max {:.1} stddev {:.1} ({} samples of {:.1} s)",
+            r.min,
+            r.avg,
+            r.max,
+            r.stddev,
+            r.samples.len(),
+            r.interval_s
+        );
+        let l = &self.latency_ms;
+        let _ = writeln!(
+            s,
+            "Reply time [ms] (from intended start): p50 {:.3} p90 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
+            l.p50, l.p90, l.p99, l.p999, l.max
+        );
+        let _ = writeln!(
+            s,
+            "Reply size [B]: {:.1} (total incl. header)",
+            if self.replies > 0 {
+                self.bytes_received as f64 / self.replies as f64
+            } else {
+                0.0
+            }
+        );
+        let st = &self.status;
+        let _ = writeln!(
+            s,
+            "Reply status: 1xx={} 2xx={} 3xx={} 4xx={} 5xx={}{}",
+            st.s1xx,
+            st.s2xx,
+            st.s3xx,
+            st.s4xx,
+            st.s5xx,
+            if st.other > 0 {
+                format!(" other={}", st.other)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "CPU time [s]: user {:.2} system {:.2} (user {:.1}% system {:.1}% total {:.1}%); {:.1} us/reply",
+            self.cpu_user_s,
+            self.cpu_sys_s,
+            100.0 * self.cpu_user_s / d,
+            100.0 * self.cpu_sys_s / d,
+            100.0 * (self.cpu_user_s + self.cpu_sys_s) / d,
+            self.cpu_per_reply_us
+        );
+        let _ = writeln!(
+            s,
+            "Net I/O: {:.1} KB/s ({:.1}*10^6 bps)",
+            (self.bytes_sent + self.bytes_received) as f64 / d / 1024.0,
+            (self.bytes_sent + self.bytes_received) as f64 * 8.0 / d / 1e6
+        );
+        let _ = writeln!(s);
+        let _ = write!(s, "Errors: total {}", self.errors.total());
+        for k in ErrorKind::ALL {
+            let _ = write!(s, " {} {}", k.name(), self.errors.get(k));
+        }
+        let _ = writeln!(s);
+        if self.unanswered > 0 {
+            let _ = writeln!(s, "Unanswered requests: {}", self.unanswered);
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_use_whole_intervals() {
+        let buckets = vec![10; 35]; // 3.5 s of 100 replies/s
+        let r = RateSamples::from_buckets(&buckets, 3.5);
+        let short = RateSamples::from_buckets(&buckets, 0.35);
+        assert_eq!(short.samples, vec![100.0; 3]);
+        assert_eq!(r.interval_s, 1.0);
+        assert_eq!(r.samples, vec![100.0, 100.0, 100.0]);
+        assert_eq!(r.stddev, 0.0);
+        let r = RateSamples::from_buckets(&[], 0.2);
+        assert!(r.samples.is_empty());
+    }
+
+    #[test]
+    fn error_map_has_every_kind_and_total() {
+        let mut e = ErrorCounts::default();
+        e.add(ErrorKind::ConnReset);
+        e.add(ErrorKind::ConnReset);
+        let v = serde_json::to_value(e).expect("serializes");
+        assert_eq!(v["connreset"], 2);
+        assert_eq!(v["total"], 2);
+        assert_eq!(v["client-timo"], 0);
+    }
+}
