@@ -6,8 +6,9 @@
  *  1. The paper's (Banga, Mogul, Druschel, "A scalable and explicit event delivery
  *     mechanism for UNIX", USENIX 1999): declare_interest() / get_next_event() on a
  *     queue that belongs to the calling thread. Created on the thread's first call,
- *     on the backend named by the environment variable EVQ_BACKEND (epoll, poll,
- *     select, select-improved) or else the best one (epoll); freed at thread exit.
+ *     on the backend named by the environment variable EVQ_BACKEND (epoll, uring,
+ *     poll, rtsig-bulk, rtsig, select-improved, select) or else the best one
+ *     (epoll); freed at thread exit.
  *     Event semantics: a descriptor is reported when something happens to it (data
  *     arrives, buffer space frees), not on every call while it stays ready, so an
  *     idle connection with EVENT_READ|EVENT_WRITE interest costs nothing. Read and
@@ -121,7 +122,8 @@ typedef struct evq_event {
 #define EVQ_EBUSY            -8 /* paper API re-entered from a signal handler, or
                                    used during thread exit (errno EBUSY) */
 
-/* Opens a queue on backend "epoll", "poll", "select" or "select-improved", or with
+/* Opens a queue on backend "epoll", "uring", "poll", "rtsig-bulk", "rtsig",
+ * "select-improved" or "select", or with
  * NULL on EVQ_BACKEND / the best one. Returns NULL with errno set and the reason in
  * evq_last_error(): EVQ_EUNKNOWN_BACKEND, EVQ_EOS (EMFILE...), EVQ_ENOMEM. */
 evq_t *evq_open(const char *backend);

@@ -35,6 +35,9 @@ pub(crate) fn c_name(kind: BackendKind) -> &'static CStr {
         BackendKind::SelectImproved => c"select-improved",
         BackendKind::Poll => c"poll",
         BackendKind::Epoll => c"epoll",
+        BackendKind::RtSig => c"rtsig",
+        BackendKind::RtSigBulk => c"rtsig-bulk",
+        BackendKind::Uring => c"uring",
     }
 }
 

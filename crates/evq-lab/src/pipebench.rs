@@ -329,13 +329,28 @@ pub fn measure(
                 let seed = args.seed.wrapping_add(rep as u64) | 1;
                 let s = match c {
                     Contender::Raw(k, _) => run_raw(k, &probes, iters, warmup, seed, args.batch)?,
-                    Contender::Evq(k) => run_evq(k, &probes, iters, warmup, seed, args.batch)
-                        .map_err(|e| io::Error::new(e.kind(), format!("{k} at {fds} fds: {e}")))?,
+                    Contender::Evq(k) => match run_evq(k, &probes, iters, warmup, seed, args.batch)
+                    {
+                        // The rtsig backends refuse files that cannot signal (eventfd
+                        // probes): leave them out of this size unless asked for by name.
+                        Err(e)
+                            if e.raw_os_error() == Some(libc::EPERM)
+                                && args.backends.is_empty() =>
+                        {
+                            continue
+                        }
+                        r => r.map_err(|e| {
+                            io::Error::new(e.kind(), format!("{k} at {fds} fds: {e}"))
+                        })?,
+                    },
                 };
                 samples[i].push(s);
             }
         }
         for (c, s) in list.iter().zip(samples) {
+            if s.is_empty() {
+                continue;
+            }
             let ns: Vec<f64> = s.iter().map(|x| x.ns_per_event).collect();
             records.push(PipebenchRecord {
                 backend: c.name().to_string(),

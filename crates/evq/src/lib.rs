@@ -13,7 +13,8 @@
 //! - [`Mode::Level`], the paper's [`Mode::Event`], and [`Mode::Oneshot`]; timers
 //!   ([`EventQueue::add_timer`]); cross-thread wake-up ([`Notifier`]); wake-one
 //!   ([`Options::wake_one`]); a load-shedding policy ([`LoadLimiter`]).
-//! - Backends ([`BackendKind`]): `select`, `select-improved`, `poll`, `epoll`;
+//! - Backends ([`BackendKind`]): `select`, `select-improved`, `poll`, `epoll`,
+//!   `rtsig`, `rtsig-bulk` (POSIX real-time signals), `uring` (io_uring);
 //!   `EVQ_BACKEND=name` forces one.
 //!
 //! ```

@@ -1,6 +1,7 @@
 //! Waking a queue from another thread: an `eventfd(2)` registered in the queue like
 //! any other descriptor, so every backend wakes the same way.
 
+use crate::sys::SignalKick;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -13,10 +14,13 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct Notifier {
     fd: Arc<OwnedFd>,
+    /// The RT-signal backends cannot see an eventfd (it has no `fasync`), so they
+    /// are also sent a signal.
+    kick: Option<Arc<SignalKick>>,
 }
 
 impl Notifier {
-    pub(crate) fn new() -> io::Result<Notifier> {
+    pub(crate) fn new(kick: Option<Arc<SignalKick>>) -> io::Result<Notifier> {
         // SAFETY: eventfd(2) takes no pointers; a non-negative return is a new fd we own.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -25,6 +29,7 @@ impl Notifier {
         // SAFETY: `fd` was just returned by eventfd and is owned by nobody else.
         Ok(Notifier {
             fd: Arc::new(unsafe { OwnedFd::from_raw_fd(fd) }),
+            kick,
         })
     }
 
@@ -37,6 +42,9 @@ impl Notifier {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to an eventfd we hold open.
         let n = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        if let Some(kick) = &self.kick {
+            kick.kick();
+        }
         if n == 8 {
             return Ok(());
         }

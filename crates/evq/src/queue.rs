@@ -70,7 +70,7 @@ impl EventQueue {
     /// The OS error from creating the backend's kernel object or the notifier.
     pub fn with_backend(kind: BackendKind) -> io::Result<EventQueue> {
         let mut backend = kind.open()?;
-        let notifier = Notifier::new()?;
+        let notifier = Notifier::new(backend.signal_kick())?;
         let notify_watch = Watch {
             fd: notifier.raw_fd(),
             key: NOTIFY_KEY,

@@ -26,9 +26,11 @@
 mod epoll;
 mod fd_bitmap;
 mod poll;
+mod rtsig;
 mod select_classic;
 mod select_improved;
 pub(crate) mod syscall;
+mod uring;
 
 use crate::interest_table::Key;
 use crate::{Interest, Mode, Readiness};
@@ -40,8 +42,10 @@ use std::time::Duration;
 
 pub(crate) use epoll::EpollBackend;
 pub(crate) use poll::PollBackend;
+pub(crate) use rtsig::{RtSignalBackend, SignalKick};
 pub(crate) use select_classic::SelectClassicBackend;
 pub(crate) use select_improved::SelectImprovedBackend;
+pub(crate) use uring::UringBackend;
 
 /// What a backend is asked to watch.
 #[derive(Clone, Copy, Debug)]
@@ -96,6 +100,15 @@ pub enum BackendKind {
     Poll,
     /// `epoll(7)`: interest kept in the kernel, cost proportional to ready events.
     Epoll,
+    /// POSIX real-time signals (`F_SETSIG`, `O_ASYNC`), one `sigtimedwait(2)` per
+    /// event, with `SIGIO` overflow recovery by `poll(2)` (SEEDS 001, phhttpd).
+    RtSig,
+    /// Real-time signals dequeued a batch at a time by one `read(2)` of a
+    /// `signalfd(2)`: today's `sigtimedwait4()` (SEEDS 001).
+    RtSigBulk,
+    /// `io_uring(7)` poll requests (multishot for event mode): the completion ring
+    /// is /dev/epoll's shared result area made general (SEEDS 002). Linux 5.13+.
+    Uring,
 }
 
 /// What a backend can do. The queue refuses registrations that need more.
@@ -124,7 +137,10 @@ impl BackendKind {
     /// Every backend compiled into this build, best first.
     pub const ALL: &'static [BackendKind] = &[
         BackendKind::Epoll,
+        BackendKind::Uring,
         BackendKind::Poll,
+        BackendKind::RtSigBulk,
+        BackendKind::RtSig,
         BackendKind::SelectImproved,
         BackendKind::SelectClassic,
     ];
@@ -157,13 +173,17 @@ impl BackendKind {
         }
     }
 
-    /// The backend's name: `select`, `select-improved`, `poll`, `epoll`.
+    /// The backend's name: `select`, `select-improved`, `poll`, `epoll`, `rtsig`,
+    /// `rtsig-bulk`, `uring`.
     pub const fn name(self) -> &'static str {
         match self {
             BackendKind::SelectClassic => "select",
             BackendKind::SelectImproved => "select-improved",
             BackendKind::Poll => "poll",
             BackendKind::Epoll => "epoll",
+            BackendKind::RtSig => "rtsig",
+            BackendKind::RtSigBulk => "rtsig-bulk",
+            BackendKind::Uring => "uring",
         }
     }
 
@@ -174,6 +194,9 @@ impl BackendKind {
     pub fn available(self) -> io::Result<()> {
         match self {
             BackendKind::Epoll => EpollBackend::new().map(drop),
+            BackendKind::RtSig => RtSignalBackend::probe(false),
+            BackendKind::RtSigBulk => RtSignalBackend::probe(true),
+            BackendKind::Uring => UringBackend::probe(),
             _ => Ok(()),
         }
     }
@@ -201,6 +224,29 @@ impl BackendKind {
                 current_state_masks: true,
                 fifo: true,
             },
+            // Every candidate is checked by poll(2) before it is reported, so masks are
+            // current; a file signals one owner, so no wake-one.
+            BackendKind::RtSig | BackendKind::RtSigBulk => Capabilities {
+                level: true,
+                event: true,
+                oneshot: true,
+                wake_one: false,
+                cost_grows_with_interest: false,
+                current_state_masks: true,
+                // The RT queue is FIFO, and so is the candidate list (after an
+                // overflow, recovery reports in descriptor order).
+                fifo: true,
+            },
+            // CQE masks are checked by poll(2) over the batch before delivery.
+            BackendKind::Uring => Capabilities {
+                level: true,
+                event: true,
+                oneshot: true,
+                wake_one: false,
+                cost_grows_with_interest: false,
+                current_state_masks: true,
+                fifo: true,
+            },
         }
     }
 
@@ -210,6 +256,9 @@ impl BackendKind {
             BackendKind::SelectImproved => AnyBackend::SelectImproved(Backend::new()?),
             BackendKind::Poll => AnyBackend::Poll(Backend::new()?),
             BackendKind::Epoll => AnyBackend::Epoll(Backend::new()?),
+            BackendKind::RtSig => AnyBackend::RtSig(RtSignalBackend::open(false)?),
+            BackendKind::RtSigBulk => AnyBackend::RtSig(RtSignalBackend::open(true)?),
+            BackendKind::Uring => AnyBackend::Uring(Backend::new()?),
         })
     }
 }
@@ -243,6 +292,8 @@ pub(crate) enum AnyBackend {
     SelectImproved(SelectImprovedBackend),
     Poll(PollBackend),
     Epoll(EpollBackend),
+    RtSig(RtSignalBackend),
+    Uring(UringBackend),
 }
 
 macro_rules! dispatch {
@@ -252,11 +303,20 @@ macro_rules! dispatch {
             AnyBackend::SelectImproved($b) => $e,
             AnyBackend::Poll($b) => $e,
             AnyBackend::Epoll($b) => $e,
+            AnyBackend::RtSig($b) => $e,
+            AnyBackend::Uring($b) => $e,
         }
     };
 }
 
 impl AnyBackend {
+    /// How a `Notifier` must wake this backend besides writing its eventfd.
+    pub(crate) fn signal_kick(&self) -> Option<std::sync::Arc<SignalKick>> {
+        match self {
+            AnyBackend::RtSig(b) => Some(b.kick()),
+            _ => None,
+        }
+    }
     pub(crate) fn add(&mut self, w: &Watch) -> io::Result<()> {
         dispatch!(self, b => b.add(w))
     }

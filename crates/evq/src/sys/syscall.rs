@@ -42,6 +42,20 @@ pub(crate) fn current_state(fd: RawFd) -> io::Result<Readiness> {
     Ok(Readiness::from_poll(pfd.revents))
 }
 
+/// The calling thread's id, cached per thread (`gettid(2)` is a real syscall).
+pub(crate) fn current_tid() -> libc::pid_t {
+    thread_local! {
+        static TID: std::cell::Cell<libc::pid_t> = const { std::cell::Cell::new(0) };
+    }
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid(2) takes no arguments and cannot fail.
+            t.set(unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t);
+        }
+        t.get()
+    })
+}
+
 /// True if `fd` names an open file description.
 pub(crate) fn is_open(fd: RawFd) -> bool {
     syscall!(fcntl(fd, libc::F_GETFD)).is_ok()

@@ -1,0 +1,173 @@
+//! RT signal queue overflow (SEEDS 001): with `RLIMIT_SIGPENDING` lowered to 64,
+//! 500 sockets become readable at once; the kernel can queue only 64 signals and
+//! raises SIGIO for the rest. Every socket must still be reported, exactly once per
+//! arrival, and none that is not ready.
+//!
+//! The limit is lowered for this whole process, so this is its own test binary with
+//! one test (the backends run one after the other).
+
+use evq::{BackendKind, EventQueue, Events, Interest, Mode, Options};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+const SOCKETS: usize = 500;
+const LIMIT: u64 = 64;
+
+fn sigq() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("SigQ:"))
+        .unwrap_or("SigQ: ?")
+        .to_string()
+}
+
+fn set_limits() {
+    // SAFETY: getrlimit/setrlimit with live rlimit structs.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0);
+        r.rlim_cur = r.rlim_max.min(4096);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
+        assert!(
+            r.rlim_cur as usize > 2 * SOCKETS + 64,
+            "RLIMIT_NOFILE too low"
+        );
+        assert_eq!(libc::getrlimit(libc::RLIMIT_SIGPENDING, &mut r), 0);
+        r.rlim_cur = LIMIT;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_SIGPENDING, &r), 0);
+    }
+}
+
+fn run(kind: BackendKind, mode: Mode) {
+    let mut q = EventQueue::with_backend(kind).unwrap();
+    let pairs: Vec<(UnixStream, UnixStream)> = (0..SOCKETS)
+        .map(|_| {
+            let (a, b) = UnixStream::pair().unwrap();
+            b.set_nonblocking(true).unwrap();
+            (a, b)
+        })
+        .collect();
+    for (i, (_, b)) in pairs.iter().enumerate() {
+        q.declare_interest(
+            b.as_raw_fd(),
+            Interest::READ,
+            Options::new(i as u64).mode(mode),
+        )
+        .unwrap();
+    }
+    // Registration makes each fd a candidate once; let the queue look at them while
+    // they are quiet so that only the signals below can report them.
+    let mut events = Events::with_capacity(64);
+    while q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap() > 0 {}
+
+    for (a, _) in &pairs {
+        (&*a).write_all(b"x").unwrap();
+    }
+    let queued = sigq();
+    eprintln!("{kind} {mode:?}: after {SOCKETS} writes: {queued}");
+    let count: u64 = queued
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(count >= LIMIT, "the RT queue did not fill: {queued}");
+
+    let mut seen = vec![0u32; SOCKETS];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = [0u8; 16];
+    while seen.contains(&0) && Instant::now() < deadline {
+        q.get_next_event(&mut events, Some(Duration::from_millis(200)))
+            .unwrap();
+        for e in events.iter() {
+            let i = e.token() as usize;
+            assert!(i < SOCKETS, "unknown token {}", e.token());
+            assert!(e.is_readable(), "{e:?}");
+            // None invented: each reported socket really has its byte.
+            assert_eq!((&pairs[i].1).read(&mut buf).unwrap(), 1, "{kind}: {i}");
+            seen[i] += 1;
+        }
+    }
+    let missing: Vec<_> = (0..SOCKETS).filter(|&i| seen[i] == 0).collect();
+    assert!(missing.is_empty(), "{kind} {mode:?}: lost {missing:?}");
+    assert!(seen.iter().all(|&n| n == 1), "{kind} {mode:?}: duplicates");
+    assert_eq!(
+        q.get_next_event(&mut events, Some(Duration::from_millis(50)))
+            .unwrap(),
+        0,
+        "{kind} {mode:?}: events after everything was read"
+    );
+
+    // Signals work again after recovery.
+    (&pairs[123].0).write_all(b"y").unwrap();
+    q.get_next_event(&mut events, Some(Duration::from_secs(5)))
+        .unwrap();
+    let tokens: Vec<_> = events.iter().map(|e| e.token()).collect();
+    assert_eq!(tokens, vec![123], "{kind} {mode:?}");
+}
+
+/// Two queues waited on by one thread share its SIGIO: whichever dequeues it, both
+/// must recover (the overflow epoch).
+fn two_queues_one_thread(kind: BackendKind) {
+    let mut queues = [
+        EventQueue::with_backend(kind).unwrap(),
+        EventQueue::with_backend(kind).unwrap(),
+    ];
+    let pairs: Vec<(UnixStream, UnixStream)> = (0..SOCKETS)
+        .map(|_| {
+            let (a, b) = UnixStream::pair().unwrap();
+            b.set_nonblocking(true).unwrap();
+            (a, b)
+        })
+        .collect();
+    for (i, (_, b)) in pairs.iter().enumerate() {
+        queues[i % 2]
+            .declare_interest(b.as_raw_fd(), Interest::READ, Options::new(i as u64))
+            .unwrap();
+    }
+    let mut events = Events::with_capacity(64);
+    for q in &mut queues {
+        while q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap() > 0 {}
+    }
+    for (a, _) in &pairs {
+        (&*a).write_all(b"x").unwrap();
+    }
+    let mut seen = vec![0u32; SOCKETS];
+    let mut buf = [0u8; 16];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.contains(&0) && Instant::now() < deadline {
+        for (n, q) in queues.iter_mut().enumerate() {
+            q.get_next_event(&mut events, Some(Duration::from_millis(20)))
+                .unwrap();
+            for e in events.iter() {
+                let i = e.token() as usize;
+                assert_eq!(i % 2, n, "{kind}: event on the wrong queue");
+                assert_eq!((&pairs[i].1).read(&mut buf).unwrap(), 1);
+                seen[i] += 1;
+            }
+        }
+    }
+    let missing: Vec<_> = (0..SOCKETS).filter(|&i| seen[i] == 0).collect();
+    assert!(missing.is_empty(), "{kind} two queues: lost {missing:?}");
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "{kind} two queues: duplicates"
+    );
+}
+
+#[test]
+fn every_ready_socket_is_reported_after_sigio_overflow() {
+    set_limits();
+    for kind in [BackendKind::RtSig, BackendKind::RtSigBulk] {
+        for mode in [Mode::Level, Mode::Event] {
+            run(kind, mode);
+        }
+        two_queues_one_thread(kind);
+    }
+}
