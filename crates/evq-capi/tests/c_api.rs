@@ -58,6 +58,21 @@ fn on_select_improved() {
 }
 
 #[test]
+fn on_uring() {
+    passes(Link::Shared, Some("uring"));
+}
+
+#[test]
+fn on_rtsig() {
+    passes(Link::Shared, Some("rtsig"));
+}
+
+#[test]
+fn on_rtsig_bulk() {
+    passes(Link::Shared, Some("rtsig-bulk"));
+}
+
+#[test]
 fn linked_statically() {
     passes(Link::Static, None);
 }
