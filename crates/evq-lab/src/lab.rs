@@ -81,7 +81,7 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
         name: "signals",
         seed: "001 Lever, Tweedie (ALS 2000): sigtimedwait4 and load limiting",
         claim: "bulk pickup gains little; load limiting keeps overloaded throughput from collapsing",
-        run: Err("needs the rtsig backends (issue 3) and the server's shedding (issue 5) in this build"),
+        run: Ok(crate::experiments::signals::run),
     },
     ScenarioEntry {
         name: "burst",

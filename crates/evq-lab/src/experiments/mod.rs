@@ -2,3 +2,4 @@
 
 pub mod herd;
 pub mod pipe_scaling;
+pub mod signals;
