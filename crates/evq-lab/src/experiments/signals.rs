@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 const BATCHES: [usize; 3] = [1, 23, 500];
 
+/// (backend, batch, per-run (ns/event, events/call)).
+type Samples = Vec<(BackendKind, usize, Vec<(f64, f64)>)>;
+
 /// One measured point.
 #[derive(Serialize, Clone, Debug)]
 struct Point {
@@ -100,7 +103,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         .filter_map(|n| n.parse::<BackendKind>().ok())
         .filter(|k| k.available().is_ok())
         .collect();
-    let mut samples: Vec<(BackendKind, usize, Vec<(f64, f64)>)> = kinds
+    let mut samples: Samples = kinds
         .iter()
         .flat_map(|&k| BATCHES.iter().map(move |&b| (k, b, Vec::new())))
         .collect();
