@@ -1,0 +1,920 @@
+//! The server's event loop: one [`EventQueue`] per worker thread, connections in a
+//! slab, buffers from a pool, timeouts as evq timers, load shedding by
+//! [`LoadLimiter`].
+//!
+//! A connection that has nothing buffered holds no buffer: an idle connection
+//! costs its slab entry, its interest-table entry and one timer. Buffers are taken
+//! from the worker's pool when bytes arrive and given back when the connection is
+//! quiet again, so the steady state allocates nothing per request.
+
+use crate::config::{AcceptMode, ServeConfig};
+use crate::date::DateCache;
+use crate::request::{
+    handle_request, write_simple_head, Body, Content, FileRoot, Outcome, Scratch, Site,
+};
+use crate::stats::{ServeReport, WorkerCounters};
+use crate::sys;
+use evq::{
+    BackendKind, EventQueue, Events, Interest, LoadLimiter, Mode, Notifier, Options, TimerId,
+};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Token layout: the top two bits say what an event is about.
+const KIND_SHIFT: u32 = 62;
+const KIND_CONN: u64 = 0;
+const KIND_TIMER: u64 = 1;
+const KIND_LISTENER: u64 = 2;
+const KIND_SIGNAL: u64 = 3;
+const GEN_MASK: u32 = (1 << 30) - 1;
+
+fn token(kind: u64, index: u32, generation: u32) -> u64 {
+    (kind << KIND_SHIFT) | (((generation & GEN_MASK) as u64) << 32) | index as u64
+}
+
+/// Buffers kept in a worker's pool beyond which returned ones are freed.
+const POOL_KEEP: usize = 1024;
+/// Output buffered per connection before the server stops answering pipelined
+/// requests and waits for the client to read.
+const OUT_HIGH_WATER: usize = 64 * 1024;
+/// Accepts per listener event, so one busy listener cannot starve connections.
+const ACCEPTS_PER_EVENT: usize = 64;
+
+#[derive(Debug)]
+enum Sending {
+    None,
+    Fixed { offset: usize },
+    File { fd: RawFd, offset: i64, left: u64 },
+}
+
+/// One connection's state. Kept small: idle connections are most connections.
+#[derive(Debug)]
+struct Conn {
+    fd: RawFd,
+    generation: u32,
+    /// Interest currently registered (level mode changes it; event mode never).
+    interest: Interest,
+    /// A request head has started arriving (the header timeout runs).
+    in_request: bool,
+    /// Close once the output is sent.
+    close_after: bool,
+    /// Timeout for whatever the connection is doing now.
+    deadline: Instant,
+    timer: Option<(TimerId, Instant)>,
+    inbuf: Vec<u8>,
+    in_len: usize,
+    out: Vec<u8>,
+    out_pos: usize,
+    sending: Sending,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    open: AtomicUsize,
+    counters: Box<[WorkerCounters]>,
+    backend: BackendKind,
+}
+
+impl Shared {
+    fn report(&self) -> ServeReport {
+        ServeReport::collect(self.backend.name(), &self.counters)
+    }
+}
+
+struct Worker {
+    id: usize,
+    queue: EventQueue,
+    shared: Arc<Shared>,
+    listener: RawFd,
+    owns_listener: bool,
+    listener_opts: Options,
+    listening: bool,
+    signal_fd: Option<RawFd>,
+    edge: bool,
+    conns: Vec<Conn>,
+    free: Vec<u32>,
+    open: usize,
+    in_pool: Vec<Vec<u8>>,
+    out_pool: Vec<Vec<u8>>,
+    site: Site,
+    fixed: Option<Arc<[u8]>>,
+    scratch: Scratch,
+    date: DateCache,
+    limiter: Option<LoadLimiter>,
+    spare: RawFd,
+    max_events: usize,
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    max_conns: usize,
+    grace: Duration,
+    shutdown_deadline: Option<Instant>,
+    now: Instant,
+}
+
+/// A server running in this process (for tests and the lab): worker threads
+/// serving until [`ServerHandle::stop`].
+pub struct ServerHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    notifiers: Vec<Notifier>,
+    threads: Vec<JoinHandle<io::Result<()>>>,
+    _listener: Option<OwnedFd>,
+}
+
+impl ServerHandle {
+    /// Binds, builds one queue per thread and starts serving.
+    ///
+    /// # Errors
+    /// Bind/listen errors, an unavailable backend, a backend without wake-one for
+    /// `--accept exclusive` with several threads, an unreadable `--root`.
+    pub fn start(cfg: &ServeConfig) -> io::Result<ServerHandle> {
+        sys::ignore_sigpipe();
+        let kind = match cfg.backend {
+            Some(k) => {
+                k.available()?;
+                k
+            }
+            None => BackendKind::from_env_or_best()?,
+        };
+        let threads = cfg.threads.max(1);
+        let wake_one = cfg.accept == AcceptMode::Exclusive && threads > 1;
+        if wake_one && !kind.capabilities().wake_one {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("the {kind} backend cannot wake one thread per connection; use --accept reuseport or shared, or --threads 1"),
+            ));
+        }
+        let content = Arc::new(match &cfg.root {
+            Some(dir) => Content::Files(FileRoot::open(dir)?),
+            None => Content::Fixed(fixed_body(cfg.reply_size)),
+        });
+        let signal_fd = if cfg.handle_signals {
+            Some(sys::install_shutdown_signals()?)
+        } else {
+            None
+        };
+        // Bind the first socket to learn the port (the config may say 0), then the
+        // others (reuseport) to the same address.
+        let first = sys::listen(cfg.listen, cfg.accept == AcceptMode::Reuseport, cfg.backlog)?;
+        let addr = sys::local_addr(sys::raw(&first))?;
+        let mut listeners: Vec<OwnedFd> = vec![first];
+        if cfg.accept == AcceptMode::Reuseport {
+            for _ in 1..threads {
+                listeners.push(sys::listen(addr, true, cfg.backlog)?);
+            }
+        }
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            open: AtomicUsize::new(0),
+            counters: (0..threads).map(|_| WorkerCounters::default()).collect(),
+            backend: kind,
+        });
+        let edge = kind.capabilities().event;
+        let mut workers = Vec::with_capacity(threads);
+        let mut owned_listener = None;
+        let mut per_thread = listeners.into_iter();
+        let shared_fd = if cfg.accept == AcceptMode::Reuseport {
+            None
+        } else {
+            let fd = per_thread
+                .next()
+                .ok_or_else(|| io::Error::other("no listener"))?;
+            let raw = sys::raw(&fd);
+            owned_listener = Some(fd);
+            Some(raw)
+        };
+        for id in 0..threads {
+            let (listener, owns) = match shared_fd {
+                Some(fd) => (fd, false),
+                None => match per_thread.next() {
+                    Some(fd) => (std::os::fd::IntoRawFd::into_raw_fd(fd), true),
+                    None => return Err(io::Error::other("missing reuseport listener")),
+                },
+            };
+            let mut queue = EventQueue::with_backend(kind)?;
+            let listener_opts = Options::new(token(KIND_LISTENER, 0, 0)).wake_one(wake_one);
+            queue.declare_interest(listener, Interest::READ, listener_opts)?;
+            if let Some(fd) = signal_fd {
+                queue.declare_interest(
+                    fd,
+                    Interest::READ,
+                    Options::new(token(KIND_SIGNAL, 0, 0)),
+                )?;
+            }
+            workers.push(Worker {
+                id,
+                queue,
+                shared: shared.clone(),
+                listener,
+                owns_listener: owns,
+                listener_opts,
+                listening: true,
+                signal_fd,
+                edge,
+                conns: Vec::new(),
+                free: Vec::new(),
+                open: 0,
+                in_pool: Vec::new(),
+                out_pool: Vec::new(),
+                site: Site {
+                    content: content.clone(),
+                    limits: cfg.limits,
+                    closing: false,
+                    stats_path: cfg.stats_path.clone(),
+                },
+                fixed: match &*content {
+                    Content::Fixed(b) => Some(b.clone()),
+                    Content::Files(_) => None,
+                },
+                scratch: Scratch::default(),
+                date: DateCache::new(),
+                limiter: cfg.shed.map(|s| LoadLimiter::new(s.gain, s.threshold)),
+                spare: sys::open_spare().unwrap_or(-1),
+                max_events: cfg.shed.map_or(cfg.max_events, |s| s.max_events).max(1),
+                header_timeout: cfg.header_timeout,
+                idle_timeout: cfg.idle_timeout,
+                max_conns: cfg.max_conns,
+                grace: cfg.grace,
+                shutdown_deadline: None,
+                now: Instant::now(),
+            });
+        }
+        let notifiers = workers.iter().map(|w| w.queue.notifier()).collect();
+        let mut handles = Vec::with_capacity(threads);
+        for w in workers {
+            let name = format!("evq-serve-{}", w.id);
+            handles.push(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || w.run())?,
+            );
+        }
+        Ok(ServerHandle {
+            addr,
+            shared,
+            notifiers,
+            threads: handles,
+            _listener: owned_listener,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The counters so far.
+    pub fn report(&self) -> ServeReport {
+        self.shared.report()
+    }
+
+    /// Starts a graceful shutdown without waiting for it.
+    pub fn request_stop(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for n in &self.notifiers {
+            let _ = n.notify();
+        }
+    }
+
+    /// Stops accepting, lets in-flight requests finish (up to the grace time),
+    /// and returns the final counters.
+    pub fn stop(mut self) -> ServeReport {
+        self.request_stop();
+        // A worker's error is already over; the counters tell what it did.
+        let _ = self.join();
+        self.shared.report()
+    }
+
+    /// Waits until the workers exit (after SIGINT/SIGTERM when `handle_signals`,
+    /// or another thread's `request_stop`), returning the final counters or the
+    /// first worker error.
+    ///
+    /// # Errors
+    /// The error that ended a worker.
+    pub fn wait(mut self) -> io::Result<ServeReport> {
+        let r = self.join();
+        r.map(|()| self.shared.report())
+    }
+
+    fn join(&mut self) -> io::Result<()> {
+        let mut result = Ok(());
+        for t in self.threads.drain(..) {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("server worker panicked")));
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.request_stop();
+            let _ = self.join();
+        }
+    }
+}
+
+/// Runs a server until SIGINT/SIGTERM (with `cfg.handle_signals`) and returns its
+/// counters.
+///
+/// # Errors
+/// As [`ServerHandle::start`], or the error that ended a worker.
+pub fn serve(cfg: &ServeConfig) -> io::Result<ServeReport> {
+    ServerHandle::start(cfg)?.wait()
+}
+
+fn fixed_body(n: usize) -> Arc<[u8]> {
+    // A recognisable, printable pattern rather than zeros.
+    (0..n)
+        .map(|i| {
+            if i % 64 == 63 {
+                b'\n'
+            } else {
+                b'a' + (i % 26) as u8
+            }
+        })
+        .collect()
+}
+
+enum Flush {
+    Done,
+    Blocked,
+    Failed,
+}
+
+impl Worker {
+    fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(self.max_events);
+        let result = loop {
+            let timeout = self
+                .shutdown_deadline
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            let n = match self.queue.get_next_event(&mut events, timeout) {
+                Ok(n) => n,
+                Err(e) => break Err(e),
+            };
+            self.now = Instant::now();
+            self.shared.counters[self.id].wakeup(n);
+            if let Some(l) = &mut self.limiter {
+                l.observe(n);
+            }
+            self.date.refresh();
+            for ev in events.iter() {
+                let t = ev.token();
+                if ev.is_notify() {
+                    continue;
+                }
+                let index = t as u32;
+                let generation = (t >> 32) as u32 & GEN_MASK;
+                match t >> KIND_SHIFT {
+                    KIND_CONN => self.on_conn_event(index, generation),
+                    KIND_TIMER => self.on_timer(index, generation),
+                    KIND_LISTENER => {
+                        if ev.is_timer() {
+                            self.resume_accepting();
+                        } else {
+                            self.on_accept();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let stop = self.shared.stop.load(Ordering::Relaxed)
+                || (self.signal_fd.is_some() && sys::shutdown_requested());
+            if stop && self.shutdown_deadline.is_none() {
+                self.begin_shutdown();
+            }
+            if let Some(d) = self.shutdown_deadline {
+                if self.open == 0 || Instant::now() >= d {
+                    break Ok(());
+                }
+            }
+            self.shared.counters[self.id].set_open(self.open);
+        };
+        self.teardown();
+        result
+    }
+
+    fn begin_shutdown(&mut self) {
+        self.shutdown_deadline = Some(Instant::now() + self.grace);
+        self.site.closing = true;
+        self.stop_listening();
+        if let Some(fd) = self.signal_fd.take() {
+            let _ = self
+                .queue
+                .declare_interest(fd, Interest::empty(), Options::new(0));
+        }
+        // Idle connections have nothing in flight: close them now. The rest finish
+        // their current request and close (every response now says close).
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.fd >= 0 && c.in_len == 0 && !self.has_output(i) {
+                self.close_conn(i);
+            }
+        }
+    }
+
+    fn stop_listening(&mut self) {
+        if self.listening {
+            self.listening = false;
+            if self.owns_listener {
+                let _ = self.queue.close(self.listener);
+                self.owns_listener = false;
+            } else {
+                let _ =
+                    self.queue
+                        .declare_interest(self.listener, Interest::empty(), Options::new(0));
+            }
+        }
+    }
+
+    fn teardown(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].fd >= 0 {
+                self.close_conn(i);
+            }
+        }
+        self.stop_listening();
+        if self.spare >= 0 {
+            sys::close(self.spare);
+            self.spare = -1;
+        }
+        self.shared.counters[self.id].set_open(0);
+    }
+
+    /// Stops watching the listener for a moment (descriptors exhausted and no
+    /// spare to shed with): a level-triggered listener would otherwise spin.
+    fn pause_accepting(&mut self) {
+        if self.listening {
+            let _ = self
+                .queue
+                .declare_interest(self.listener, Interest::empty(), Options::new(0));
+            self.queue
+                .add_timer_after(Duration::from_millis(100), token(KIND_LISTENER, 0, 0));
+        }
+    }
+
+    fn resume_accepting(&mut self) {
+        if self.listening {
+            if self.spare < 0 {
+                self.spare = sys::open_spare().unwrap_or(-1);
+            }
+            if self
+                .queue
+                .declare_interest(self.listener, Interest::READ, self.listener_opts)
+                .is_err()
+            {
+                self.pause_accepting();
+            }
+        }
+    }
+
+    fn on_accept(&mut self) {
+        if !self.listening {
+            return;
+        }
+        for _ in 0..ACCEPTS_PER_EVENT {
+            let fd = match sys::accept(self.listener) {
+                Ok(fd) => fd,
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EAGAIN) => return,
+                    Some(libc::EINTR) | Some(libc::ECONNABORTED) | Some(libc::EPROTO) => continue,
+                    Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS)
+                    | Some(libc::ENOMEM) => {
+                        self.shared.counters[self.id].fd_exhausted();
+                        // The reserve-descriptor trick: free the spare, take the
+                        // connection off the queue and close it, re-reserve.
+                        if self.spare >= 0 {
+                            sys::close(self.spare);
+                            self.spare = -1;
+                            if let Ok(fd) = sys::accept(self.listener) {
+                                sys::close(fd);
+                            }
+                            self.spare = sys::open_spare().unwrap_or(-1);
+                        }
+                        if self.spare < 0 {
+                            self.pause_accepting();
+                            return;
+                        }
+                        continue;
+                    }
+                    _ => return,
+                },
+            };
+            let counters = &self.shared.counters[self.id];
+            counters.accept();
+            if self.limiter.is_some_and(|l| l.overloaded()) {
+                let _ = sys::set_linger_reset(fd);
+                sys::close(fd);
+                counters.shed_reset();
+                continue;
+            }
+            if self.shared.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
+                self.shared.open.fetch_sub(1, Ordering::Relaxed);
+                sys::close(fd);
+                counters.rejected();
+                continue;
+            }
+            let _ = sys::set_nodelay(fd);
+            if let Some(i) = self.add_conn(fd) {
+                // phhttpd's habit: the request is often already here, so read now
+                // instead of going round the event loop first.
+                self.drive(i);
+            }
+        }
+    }
+
+    fn add_conn(&mut self, fd: RawFd) -> Option<usize> {
+        let index = match self.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                self.conns.push(Conn {
+                    fd: -1,
+                    generation: 0,
+                    interest: Interest::empty(),
+                    in_request: false,
+                    close_after: false,
+                    deadline: self.now,
+                    timer: None,
+                    inbuf: Vec::new(),
+                    in_len: 0,
+                    out: Vec::new(),
+                    out_pos: 0,
+                    sending: Sending::None,
+                });
+                self.conns.len() - 1
+            }
+        };
+        let (mode, interest) = if self.edge {
+            (Mode::Event, Interest::READ | Interest::WRITE)
+        } else {
+            (Mode::Level, Interest::READ)
+        };
+        let c = &mut self.conns[index];
+        c.fd = fd;
+        c.interest = interest;
+        c.in_request = false;
+        c.close_after = false;
+        let tok = token(KIND_CONN, index as u32, c.generation);
+        if self
+            .queue
+            .declare_interest(fd, interest, Options::new(tok).mode(mode))
+            .is_err()
+        {
+            let c = &mut self.conns[index];
+            c.fd = -1;
+            self.free.push(index as u32);
+            sys::close(fd);
+            self.shared.open.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        self.open += 1;
+        let deadline = self.now + self.idle_timeout;
+        self.set_deadline(index, deadline);
+        Some(index)
+    }
+
+    fn close_conn(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if c.fd < 0 {
+            return;
+        }
+        let fd = c.fd;
+        c.fd = -1;
+        c.generation = c.generation.wrapping_add(1) & GEN_MASK;
+        c.in_len = 0;
+        c.out_pos = 0;
+        if let Sending::File { fd, .. } = c.sending {
+            sys::close(fd);
+        }
+        c.sending = Sending::None;
+        let timer = c.timer.take();
+        let inbuf = std::mem::take(&mut c.inbuf);
+        let out = std::mem::take(&mut c.out);
+        if let Some((id, _)) = timer {
+            self.queue.cancel_timer(id);
+        }
+        self.give_in(inbuf);
+        self.give_out(out);
+        let _ = self.queue.close(fd);
+        self.free.push(i as u32);
+        self.open -= 1;
+        self.shared.open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn give_in(&mut self, buf: Vec<u8>) {
+        if buf.capacity() > 0 && self.in_pool.len() < POOL_KEEP {
+            self.in_pool.push(buf);
+        }
+    }
+
+    fn give_out(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() > 0
+            && buf.capacity() <= 4 * OUT_HIGH_WATER
+            && self.out_pool.len() < POOL_KEEP
+        {
+            buf.clear();
+            self.out_pool.push(buf);
+        }
+    }
+
+    /// Moves the connection's deadline, re-arming its timer only when it must fire
+    /// earlier; a later deadline is picked up when the current timer fires.
+    fn set_deadline(&mut self, i: usize, deadline: Instant) {
+        let c = &mut self.conns[i];
+        c.deadline = deadline;
+        match c.timer {
+            Some((_, at)) if at <= deadline => {}
+            Some((id, _)) => {
+                self.queue.cancel_timer(id);
+                self.arm_timer(i);
+            }
+            None => self.arm_timer(i),
+        }
+    }
+
+    fn arm_timer(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        let id = self
+            .queue
+            .add_timer(c.deadline, token(KIND_TIMER, i as u32, c.generation));
+        c.timer = Some((id, c.deadline));
+    }
+
+    fn live(&self, index: u32, generation: u32) -> Option<usize> {
+        let i = index as usize;
+        match self.conns.get(i) {
+            Some(c) if c.fd >= 0 && c.generation == generation => Some(i),
+            _ => None,
+        }
+    }
+
+    fn on_timer(&mut self, index: u32, generation: u32) {
+        let Some(i) = self.live(index, generation) else {
+            return;
+        };
+        self.conns[i].timer = None;
+        if self.now >= self.conns[i].deadline {
+            self.shared.counters[self.id].timeout();
+            self.close_conn(i);
+        } else {
+            self.arm_timer(i);
+        }
+    }
+
+    fn on_conn_event(&mut self, index: u32, generation: u32) {
+        if let Some(i) = self.live(index, generation) {
+            self.drive(i);
+        }
+    }
+
+    fn has_output(&self, i: usize) -> bool {
+        let c = &self.conns[i];
+        c.out_pos < c.out.len() || !matches!(c.sending, Sending::None)
+    }
+
+    /// Does everything the connection allows without blocking: send what is
+    /// pending, answer buffered requests, read more; then registers the interest
+    /// that will bring it back.
+    fn drive(&mut self, i: usize) {
+        let mut want = Interest::READ;
+        loop {
+            if self.has_output(i) {
+                match self.flush(i) {
+                    Flush::Done => {}
+                    Flush::Blocked => {
+                        want = Interest::WRITE;
+                        break;
+                    }
+                    Flush::Failed => return self.close_conn(i),
+                }
+                if self.conns[i].close_after {
+                    return self.close_conn(i);
+                }
+                let deadline = self.now
+                    + if self.conns[i].in_request {
+                        self.header_timeout
+                    } else {
+                        self.idle_timeout
+                    };
+                self.set_deadline(i, deadline);
+                if self.shutdown_deadline.is_some() && self.conns[i].in_len == 0 {
+                    return self.close_conn(i);
+                }
+            }
+            if self.conns[i].in_len > 0 && self.answer(i) {
+                continue;
+            }
+            match self.read(i) {
+                Ok(true) => {
+                    if self.answer(i) {
+                        continue;
+                    }
+                    // A partial head: keep reading (event mode needs EAGAIN).
+                }
+                Ok(false) => break,
+                Err(()) => return self.close_conn(i),
+            }
+        }
+        if self.conns[i].in_len == 0 {
+            let buf = std::mem::take(&mut self.conns[i].inbuf);
+            self.give_in(buf);
+        }
+        if !self.edge && self.conns[i].interest != want {
+            let c = &mut self.conns[i];
+            c.interest = want;
+            let tok = token(KIND_CONN, i as u32, c.generation);
+            if self
+                .queue
+                .declare_interest(c.fd, want, Options::new(tok))
+                .is_err()
+            {
+                self.close_conn(i);
+            }
+        }
+    }
+
+    /// Reads what fits into the connection's input buffer. `Ok(true)`: new bytes;
+    /// `Ok(false)`: nothing now (wait for readiness); `Err`: close.
+    fn read(&mut self, i: usize) -> Result<bool, ()> {
+        let max_head = self.site.limits.max_head;
+        if self.conns[i].inbuf.is_empty() {
+            let buf = self.in_pool.pop().unwrap_or_else(|| vec![0; max_head]);
+            self.conns[i].inbuf = buf;
+        }
+        let c = &mut self.conns[i];
+        if c.in_len >= c.inbuf.len() {
+            // Full and still incomplete: answer() has already replied 431.
+            return Err(());
+        }
+        loop {
+            match sys::read(c.fd, &mut c.inbuf[c.in_len..]) {
+                Ok(0) => return Err(()),
+                Ok(n) => {
+                    let started = c.in_len == 0;
+                    c.in_len += n;
+                    if started && !c.in_request {
+                        c.in_request = true;
+                        let d = self.now + self.header_timeout;
+                        self.set_deadline(i, d);
+                    }
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(_) => return Err(()),
+            }
+        }
+    }
+
+    /// Answers as many buffered requests as the output allows. True if it made
+    /// progress (a response is queued).
+    fn answer(&mut self, i: usize) -> bool {
+        let mut progressed = false;
+        loop {
+            let c = &mut self.conns[i];
+            if c.in_len == 0
+                || c.close_after
+                || !matches!(c.sending, Sending::None)
+                || c.out.len() >= OUT_HIGH_WATER
+            {
+                break;
+            }
+            if c.out.capacity() == 0 {
+                c.out = self.out_pool.pop().unwrap_or_default();
+            }
+            let c = &mut self.conns[i];
+            let outcome = handle_request(
+                &c.inbuf[..c.in_len],
+                &self.site,
+                self.date.text(),
+                &mut self.scratch,
+                &mut c.out,
+            );
+            let counters = &self.shared.counters[self.id];
+            let reply = match outcome {
+                Outcome::Incomplete => break,
+                Outcome::Done(r) => r,
+                Outcome::Stats { reply, head_only } => {
+                    let json = self.shared.report().to_json();
+                    write_simple_head(
+                        &mut c.out,
+                        200,
+                        self.date.text(),
+                        "application/json",
+                        json.len() as u64 + 1,
+                        reply.keep_alive,
+                    );
+                    if !head_only {
+                        c.out.extend_from_slice(json.as_bytes());
+                        c.out.push(b'\n');
+                    }
+                    reply
+                }
+            };
+            counters.request();
+            counters.status(reply.status);
+            progressed = true;
+            let consumed = reply.consumed.min(c.in_len);
+            c.inbuf.copy_within(consumed..c.in_len, 0);
+            c.in_len -= consumed;
+            c.in_request = c.in_len > 0;
+            if !reply.keep_alive {
+                c.close_after = true;
+                c.in_len = 0;
+            }
+            c.sending = match reply.body {
+                Body::None => Sending::None,
+                Body::Fixed { offset } => Sending::Fixed { offset },
+                Body::File { fd, len } => Sending::File {
+                    fd,
+                    offset: 0,
+                    left: len,
+                },
+            };
+        }
+        progressed
+    }
+
+    fn flush(&mut self, i: usize) -> Flush {
+        let counters = &self.shared.counters[self.id];
+        let c = &mut self.conns[i];
+        while c.out_pos < c.out.len() {
+            match sys::send(c.fd, &c.out[c.out_pos..]) {
+                Ok(n) => {
+                    c.out_pos += n;
+                    counters.sent(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.blocked(i),
+                Err(_) => return Flush::Failed,
+            }
+        }
+        c.out.clear();
+        c.out_pos = 0;
+        loop {
+            match &mut c.sending {
+                Sending::None => break,
+                Sending::Fixed { offset } => {
+                    let Some(body) = &self.fixed else {
+                        c.sending = Sending::None;
+                        break;
+                    };
+                    if *offset >= body.len() {
+                        c.sending = Sending::None;
+                        break;
+                    }
+                    match sys::send(c.fd, &body[*offset..]) {
+                        Ok(n) => {
+                            *offset += n;
+                            counters.sent(n);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.blocked(i),
+                        Err(_) => return Flush::Failed,
+                    }
+                }
+                Sending::File { fd, offset, left } => {
+                    if *left == 0 {
+                        sys::close(*fd);
+                        c.sending = Sending::None;
+                        break;
+                    }
+                    let chunk = (*left).min(1 << 30) as usize;
+                    match sys::sendfile(c.fd, *fd, offset, chunk) {
+                        // The file shrank under us: the promised length cannot be
+                        // kept, so the connection must close.
+                        Ok(0) => return Flush::Failed,
+                        Ok(n) => {
+                            *left -= n as u64;
+                            counters.sent(n);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.blocked(i),
+                        Err(_) => return Flush::Failed,
+                    }
+                }
+            }
+        }
+        let out = std::mem::take(&mut self.conns[i].out);
+        self.give_out(out);
+        Flush::Done
+    }
+
+    /// Output is stuck: give the client an idle timeout's worth of time to read.
+    fn blocked(&mut self, i: usize) -> Flush {
+        let d = self.now + self.idle_timeout;
+        self.set_deadline(i, d);
+        Flush::Blocked
+    }
+}
