@@ -613,7 +613,18 @@ impl Proxy {
     fn drive_client(&mut self, i: usize) {
         loop {
             let c = &mut self.clients[i];
-            match flush(c.fd, &mut c.out, &mut c.out_pos) {
+            let pending = c.out.len() - c.out_pos;
+            let result = flush(c.fd, &mut c.out, &mut c.out_pos);
+            if pending > 0 && c.out.len() - c.out_pos < pending && c.exchange {
+                // The client reads: the exchange is alive, and the origin may
+                // have been paused by backpressure.
+                let d = self.now + self.cfg.origin_timeout;
+                self.set_deadline(i, d);
+                if let Some(o) = self.clients[i].origin {
+                    self.update_origin_interest(o);
+                }
+            }
+            match result {
                 Io::Progress => {}
                 Io::Blocked => break,
                 Io::Closed => return self.close_client(i),
