@@ -8,7 +8,6 @@ use evq::BackendKind;
 use evq_http::{AcceptMode, ShedConfig};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const REQ: &str = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -85,22 +84,6 @@ fn every_backend_serves_keepalive_and_pipelined_requests() {
             assert_eq!(report.open_conns, 0);
         }
     }
-}
-
-fn docroot(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("evq-http-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("sub/empty")).unwrap();
-    std::fs::write(dir.join("index.html"), "<h1>home</h1>\n").unwrap();
-    std::fs::write(dir.join("sub/a.txt"), "hello\n").unwrap();
-    std::fs::write(dir.join("big.bin"), vec![7u8; 3 << 20]).unwrap();
-    std::fs::write(dir.join("style.css"), "p{}").unwrap();
-    let outside = dir.with_extension("outside");
-    std::fs::write(&outside, "secret").unwrap();
-    std::os::unix::fs::symlink(&outside, dir.join("escape")).unwrap();
-    std::os::unix::fs::symlink("sub/a.txt", dir.join("inside-link")).unwrap();
-    std::os::unix::fs::symlink("/etc", dir.join("etc")).unwrap();
-    dir
 }
 
 #[test]

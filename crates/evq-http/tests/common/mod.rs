@@ -8,6 +8,7 @@ use evq::BackendKind;
 use evq_http::{ServeConfig, ServerHandle};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Backends this kernel has.
@@ -216,4 +217,22 @@ pub fn eventually(mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     false
+}
+
+/// A document root with files, a subdirectory without index, and symlinks
+/// inside and out of the root.
+pub fn docroot(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("evq-http-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("sub/empty")).unwrap();
+    std::fs::write(dir.join("index.html"), "<h1>home</h1>\n").unwrap();
+    std::fs::write(dir.join("sub/a.txt"), "hello\n").unwrap();
+    std::fs::write(dir.join("big.bin"), vec![7u8; 3 << 20]).unwrap();
+    std::fs::write(dir.join("style.css"), "p{}").unwrap();
+    let outside = dir.with_extension("outside");
+    std::fs::write(&outside, "secret").unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("escape")).unwrap();
+    std::os::unix::fs::symlink("sub/a.txt", dir.join("inside-link")).unwrap();
+    std::os::unix::fs::symlink("/etc", dir.join("etc")).unwrap();
+    dir
 }
