@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
                     assert!(out.starts_with(b"HTTP/1.1 ") || matches!(out.len(), 0));
                     if let Body::File { fd, .. } = r.body {
                         // SAFETY: handle_request opened this fd for the caller.
-                        unsafe { libc_close(fd) };
+                        unsafe { libc::close(fd) };
                     }
                     rest = &rest[r.consumed..];
                     if !r.keep_alive || rest.is_empty() {
@@ -64,8 +64,3 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
-
-extern "C" {
-    #[link_name = "close"]
-    fn libc_close(fd: i32) -> i32;
-}

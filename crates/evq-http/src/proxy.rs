@@ -266,25 +266,10 @@ impl Proxy {
                 let index = (t as u32) as usize;
                 let generation = (t >> 32) as u32 & GEN_MASK;
                 match t >> KIND_SHIFT {
-                    KIND_CLIENT => {
-                        if self.client_live(index, generation) {
-                            self.drive_client(index);
-                        }
-                    }
-                    KIND_ORIGIN => {
-                        if self
-                            .origins
-                            .get(index)
-                            .is_some_and(|o| o.fd >= 0 && o.generation == generation)
-                        {
-                            self.drive_origin(index);
-                        }
-                    }
-                    KIND_TIMER => {
-                        if self.client_live(index, generation) {
-                            self.on_timer(index);
-                        }
-                    }
+                    KIND_CLIENT if self.client_live(index, generation) => self.drive_client(index),
+                    KIND_ORIGIN if self.origin_live(index, generation) => self.drive_origin(index),
+                    KIND_TIMER if self.client_live(index, generation) => self.on_timer(index),
+                    KIND_CLIENT | KIND_ORIGIN | KIND_TIMER => {}
                     _ if index == 0 => self.on_accept(),
                     _ => {}
                 }
@@ -306,6 +291,12 @@ impl Proxy {
             }
         }
         Ok(self.report)
+    }
+
+    fn origin_live(&self, o: usize, generation: u32) -> bool {
+        self.origins
+            .get(o)
+            .is_some_and(|or| or.fd >= 0 && or.generation == generation)
     }
 
     fn client_live(&self, i: usize, generation: u32) -> bool {
