@@ -223,7 +223,7 @@ mod tests {
         for split in 0..body.len() {
             let mut f = Framing::chunked();
             let a = f.advance(&body[..split]).unwrap();
-            assert_eq!(a, split);
+            assert_eq!(a, split.min(body.len() - 9));
             let b = f.advance(&body[split..]).unwrap();
             assert_eq!(a + b, body.len() - 9, "split {split}");
             assert!(f.is_done());

@@ -419,8 +419,11 @@ pub fn handle_request(
     let head_len = match req.parse(input) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
-            let line_done = input.contains(&b'\n');
-            if !line_done && input.len() > limits.max_uri + 32 {
+            let line_len = input
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap_or(input.len());
+            if line_len > limits.max_uri + 32 {
                 return error(input.len(), 414, out, date);
             }
             if input.len() >= limits.max_head {
