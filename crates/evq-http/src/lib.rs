@@ -49,6 +49,8 @@ pub use sys::{raise_nofile_limit, resident_bytes};
 /// Bad flags, bind errors, or the error that ended a worker.
 pub fn run_serve(args: &ServeArgs) -> std::io::Result<()> {
     let cfg = args.to_config()?;
+    // Connections are descriptors: take all the hard limit allows.
+    let _ = raise_nofile_limit(u64::MAX);
     let server = ServerHandle::start(&cfg)?;
     eprintln!(
         "evq serve: listening on {} ({} thread(s), {} backend)",
@@ -72,6 +74,7 @@ pub fn run_serve(args: &ServeArgs) -> std::io::Result<()> {
 /// Bad flags, bind errors, or the error that ended the loop.
 pub fn run_proxy(args: &ProxyArgs) -> std::io::Result<()> {
     let cfg = args.to_config()?;
+    let _ = raise_nofile_limit(u64::MAX);
     let handle = ProxyHandle::start(&cfg)?;
     eprintln!(
         "evq proxy: listening on {}, origin {}",
