@@ -63,9 +63,11 @@ struct Conn {
     in_request: bool,
     /// Close once the output is sent.
     close_after: bool,
-    /// Timeout for whatever the connection is doing now.
-    deadline: Instant,
-    timer: Option<(TimerId, Instant)>,
+    /// Timeout for whatever the connection is doing now, in milliseconds since
+    /// the worker's epoch (4 bytes instead of an `Instant`'s 16).
+    deadline: u32,
+    /// The armed timer and the deadline it was armed for.
+    timer: Option<(TimerId, u32)>,
     inbuf: Vec<u8>,
     in_len: usize,
     out: Vec<u8>,
@@ -114,6 +116,7 @@ struct Worker {
     grace: Duration,
     shutdown_deadline: Option<Instant>,
     now: Instant,
+    epoch: Instant,
 }
 
 /// A server running in this process (for tests and the lab): worker threads
@@ -242,6 +245,7 @@ impl ServerHandle {
                 grace: cfg.grace,
                 shutdown_deadline: None,
                 now: Instant::now(),
+                epoch: Instant::now(),
             });
         }
         let notifiers = workers.iter().map(|w| w.queue.notifier()).collect();
@@ -544,7 +548,7 @@ impl Worker {
                     interest: Interest::empty(),
                     in_request: false,
                     close_after: false,
-                    deadline: self.now,
+                    deadline: 0,
                     timer: None,
                     inbuf: Vec::new(),
                     in_len: 0,
@@ -631,6 +635,7 @@ impl Worker {
     /// Moves the connection's deadline, re-arming its timer only when it must fire
     /// earlier; a later deadline is picked up when the current timer fires.
     fn set_deadline(&mut self, i: usize, deadline: Instant) {
+        let deadline = self.millis(deadline);
         let c = &mut self.conns[i];
         c.deadline = deadline;
         match c.timer {
@@ -645,10 +650,16 @@ impl Worker {
 
     fn arm_timer(&mut self, i: usize) {
         let c = &mut self.conns[i];
+        let at = self.epoch + Duration::from_millis(c.deadline as u64);
         let id = self
             .queue
-            .add_timer(c.deadline, token(KIND_TIMER, i as u32, c.generation));
+            .add_timer(at, token(KIND_TIMER, i as u32, c.generation));
         c.timer = Some((id, c.deadline));
+    }
+
+    /// Milliseconds from the worker's epoch to `t` (saturating: 49 days of range).
+    fn millis(&self, t: Instant) -> u32 {
+        u32::try_from(t.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u32::MAX)
     }
 
     fn live(&self, index: u32, generation: u32) -> Option<usize> {
@@ -664,7 +675,7 @@ impl Worker {
             return;
         };
         self.conns[i].timer = None;
-        if self.now >= self.conns[i].deadline {
+        if self.millis(self.now) >= self.conns[i].deadline {
             self.shared.counters[self.id].timeout();
             self.close_conn(i);
         } else {
