@@ -749,9 +749,16 @@ impl Proxy {
             return self.close_origin(o);
         };
         if self.origins[o].connecting {
-            if let Err(_e) = sys::socket_error(self.origins[o].fd) {
+            let fd = self.origins[o].fd;
+            if sys::socket_error(fd).is_err() {
                 return self.origin_gone(o, false);
             }
+            if !sys::is_connected(fd) {
+                // Still connecting: writability will say when it is done.
+                self.update_origin_interest(o);
+                return;
+            }
+            self.origins[o].connecting = false;
         }
         loop {
             let or = &mut self.origins[o];

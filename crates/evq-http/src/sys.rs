@@ -218,6 +218,22 @@ pub(crate) fn socket_error(fd: RawFd) -> io::Result<()> {
     }
 }
 
+/// True once a non-blocking `connect` has completed (`getpeername(2)` succeeds);
+/// false while it is in progress or after it failed (see `socket_error`).
+pub(crate) fn is_connected(fd: RawFd) -> bool {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `storage` and `len` are live and `len` is the size of `storage`.
+    unsafe {
+        libc::getpeername(
+            fd,
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        ) == 0
+    }
+}
+
 /// Opens `/dev/null` as the spare descriptor of the `EMFILE` trick.
 pub(crate) fn open_spare() -> io::Result<RawFd> {
     // SAFETY: the path is a NUL-terminated literal.

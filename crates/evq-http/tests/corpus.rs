@@ -135,3 +135,85 @@ fn corpus_against_live_servers() {
     fixed.stop();
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A dependency-free stand-in for the fuzzer in CI: byte-level mutations of the
+/// corpus (flip, insert, delete, splice, duplicate) through `handle_request`.
+#[test]
+fn mutated_corpus_never_panics() {
+    let root = docroot("corpus-mutate");
+    let sites = [
+        Site {
+            content: Arc::new(Content::Files(FileRoot::open(&root).unwrap())),
+            limits: Limits {
+                max_head: 2048,
+                max_uri: 512,
+            },
+            closing: false,
+            stats_path: Some("/s".into()),
+        },
+        Site {
+            content: Arc::new(Content::Fixed(vec![b'x'; 40_000].into())),
+            limits: Limits::default(),
+            closing: false,
+            stats_path: None,
+        },
+    ];
+    let corpus = corpus();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const INTERESTING: &[&[u8]] = &[
+        b"\r\n",
+        b"\n",
+        b"%",
+        b"%2e",
+        b"%2f",
+        b"..",
+        b"/",
+        b"\0",
+        b":",
+        b" ",
+        b"HTTP/1.1",
+        b"HEAD",
+        b"Content-Length: 5\r\n",
+        b"Transfer-Encoding: chunked\r\n",
+        b"If-Modified-Since: ",
+        b"Connection: close\r\n",
+        b"\xff",
+    ];
+    for _ in 0..20_000 {
+        let (_, base) = &corpus[(next() as usize) % corpus.len()];
+        let mut input = base.clone();
+        for _ in 0..1 + next() % 4 {
+            let pos = if input.is_empty() {
+                0
+            } else {
+                (next() as usize) % (input.len() + 1)
+            };
+            match next() % 5 {
+                0 if pos < input.len() => input[pos] ^= 1 << (next() % 8),
+                1 => {
+                    let piece = INTERESTING[(next() as usize) % INTERESTING.len()];
+                    input.splice(pos..pos, piece.iter().copied());
+                }
+                2 if pos < input.len() => {
+                    let end = (pos + 1 + (next() as usize) % 16).min(input.len());
+                    input.drain(pos..end);
+                }
+                3 => input.truncate(pos),
+                _ => {
+                    let copy = input[pos..].to_vec();
+                    input.extend_from_slice(&copy);
+                }
+            }
+        }
+        for site in &sites {
+            replay(&input, site);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
