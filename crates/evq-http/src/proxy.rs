@@ -13,7 +13,7 @@ use crate::config::ProxyConfig;
 use crate::date::DateCache;
 use crate::framing::{body_headers, Framing};
 use crate::request::write_error;
-use crate::sys;
+use crate::sys::{self, later};
 use evq::{BackendKind, EventQueue, Events, Interest, Notifier, Options, TimerId};
 use serde::Serialize;
 use std::io;
@@ -360,7 +360,7 @@ impl Proxy {
             c.origin = None;
             c.exchange = false;
             c.close_after = false;
-            let d = self.now + self.cfg.idle_timeout;
+            let d = later(self.now, self.cfg.idle_timeout);
             self.set_deadline(i, d);
             self.drive_client(i);
         }
@@ -571,7 +571,7 @@ impl Proxy {
         let or = &mut self.origins[o];
         or.client = Some(i);
         or.out.extend_from_slice(&c.sent_head);
-        let d = self.now + self.cfg.origin_timeout;
+        let d = later(self.now, self.cfg.origin_timeout);
         self.set_deadline(i, d);
         self.pump_request_body(i);
         true
@@ -609,7 +609,7 @@ impl Proxy {
             if pending > 0 && c.out.len() - c.out_pos < pending && c.exchange {
                 // The client reads: the exchange is alive, and the origin may
                 // have been paused by backpressure.
-                let d = self.now + self.cfg.origin_timeout;
+                let d = later(self.now, self.cfg.origin_timeout);
                 self.set_deadline(i, d);
                 if let Some(o) = self.clients[i].origin {
                     self.update_origin_interest(o);
@@ -664,7 +664,7 @@ impl Proxy {
                         }
                     } else if c.in_len == n {
                         // A request head starts: the idle timeout becomes the (same) head timeout.
-                        let d = self.now + self.cfg.idle_timeout;
+                        let d = later(self.now, self.cfg.idle_timeout);
                         self.set_deadline(i, d);
                     }
                 }
@@ -787,7 +787,7 @@ impl Proxy {
                 Ok(n) => {
                     or.connecting = false;
                     or.in_len += n;
-                    let d = self.now + self.cfg.origin_timeout;
+                    let d = later(self.now, self.cfg.origin_timeout);
                     self.set_deadline(i, d);
                     if !self.relay_response(o, i) {
                         return;
@@ -941,7 +941,7 @@ impl Proxy {
             c.close_after = true;
         }
         let reusable = c.origin_reusable;
-        let d = self.now + self.cfg.idle_timeout;
+        let d = later(self.now, self.cfg.idle_timeout);
         self.set_deadline(i, d);
         let or = &mut self.origins[o];
         if reusable

@@ -13,7 +13,7 @@ use crate::request::{
     handle_request, write_simple_head, Body, Content, FileRoot, Outcome, Scratch, Site,
 };
 use crate::stats::{ServeReport, WorkerCounters};
-use crate::sys;
+use crate::sys::{self, later};
 use evq::{
     BackendKind, EventQueue, Events, Interest, LoadLimiter, Mode, Notifier, Options, TimerId,
 };
@@ -410,7 +410,7 @@ impl Worker {
     }
 
     fn begin_shutdown(&mut self) {
-        self.shutdown_deadline = Some(Instant::now() + self.grace);
+        self.shutdown_deadline = Some(later(Instant::now(), self.grace));
         self.site.closing = true;
         self.stop_listening();
         if let Some(fd) = self.signal_fd.take() {
@@ -583,7 +583,7 @@ impl Worker {
             return None;
         }
         self.open += 1;
-        let deadline = self.now + self.idle_timeout;
+        let deadline = later(self.now, self.idle_timeout);
         self.set_deadline(index, deadline);
         Some(index)
     }
@@ -712,12 +712,12 @@ impl Worker {
                 if self.conns[i].close_after {
                     return self.close_conn(i);
                 }
-                let deadline = self.now
-                    + if self.conns[i].in_request {
-                        self.header_timeout
-                    } else {
-                        self.idle_timeout
-                    };
+                let timeout = if self.conns[i].in_request {
+                    self.header_timeout
+                } else {
+                    self.idle_timeout
+                };
+                let deadline = later(self.now, timeout);
                 self.set_deadline(i, deadline);
                 if self.shutdown_deadline.is_some() && self.conns[i].in_len == 0 {
                     return self.close_conn(i);
@@ -776,7 +776,7 @@ impl Worker {
                     c.in_len += n;
                     if started && !c.in_request {
                         c.in_request = true;
-                        let d = self.now + self.header_timeout;
+                        let d = later(self.now, self.header_timeout);
                         self.set_deadline(i, d);
                     }
                     return Ok(true);
@@ -924,7 +924,7 @@ impl Worker {
 
     /// Output is stuck: give the client an idle timeout's worth of time to read.
     fn blocked(&mut self, i: usize) -> Flush {
-        let d = self.now + self.idle_timeout;
+        let d = later(self.now, self.idle_timeout);
         self.set_deadline(i, d);
         Flush::Blocked
     }

@@ -403,3 +403,10 @@ pub fn resident_bytes() -> io::Result<u64> {
 pub(crate) fn raw(fd: &OwnedFd) -> RawFd {
     fd.as_raw_fd()
 }
+
+/// `now + d`, saturating at a year ahead instead of panicking on overflow (a
+/// configured timeout of "forever").
+pub(crate) fn later(now: std::time::Instant, d: std::time::Duration) -> std::time::Instant {
+    const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
+    now.checked_add(d.min(YEAR)).unwrap_or(now)
+}
