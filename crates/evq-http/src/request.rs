@@ -117,10 +117,132 @@ pub enum Outcome {
     },
 }
 
-/// Per-thread scratch space so that handling a request allocates nothing.
+/// Per-thread scratch space so that handling a request allocates nothing, and
+/// the thread's cache of open files.
 #[derive(Debug, Default)]
 pub struct Scratch {
     path: Vec<u8>,
+    files: Vec<CachedFile>,
+}
+
+/// Slots in a thread's open-file cache (direct-mapped by path hash).
+const FILE_CACHE_SLOTS: usize = 64;
+/// How long a cached open file is trusted before the path is resolved again
+/// (nginx's `open_file_cache_valid`, 1 s).
+const FILE_CACHE_VALID: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// An open regular file kept for its request path: each request gets a `dup` of
+/// it (cheaper than resolving the path beneath the root again), so evicting an
+/// entry never disturbs a response still being sent from it.
+#[derive(Debug)]
+struct CachedFile {
+    key: Vec<u8>,
+    fd: RawFd,
+    info: sys::FileInfo,
+    content_type: &'static str,
+    opened: std::time::Instant,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for f in &self.files {
+            if f.fd >= 0 {
+                sys::close(f.fd);
+            }
+        }
+    }
+}
+
+fn path_hash(p: &[u8]) -> usize {
+    // FNV-1a: short keys, no allocation, good enough spread for 64 slots.
+    p.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    }) as usize
+}
+
+/// Opens the regular file `scratch.path` names beneath `root` (a directory means
+/// its `index.html`), through the thread's open-file cache. Returns a descriptor
+/// the caller owns, its metadata and content type, or the status to refuse with.
+fn open_file(
+    root: &FileRoot,
+    scratch: &mut Scratch,
+) -> Result<(RawFd, sys::FileInfo, &'static str), u16> {
+    if scratch.files.is_empty() {
+        scratch.files = (0..FILE_CACHE_SLOTS)
+            .map(|_| CachedFile {
+                key: Vec::new(),
+                fd: -1,
+                info: sys::FileInfo {
+                    size: 0,
+                    mtime: 0,
+                    is_dir: false,
+                    is_regular: false,
+                },
+                content_type: "",
+                opened: std::time::Instant::now(),
+            })
+            .collect();
+    }
+    let slot = path_hash(&scratch.path) % FILE_CACHE_SLOTS;
+    let now = std::time::Instant::now();
+    let entry = &scratch.files[slot];
+    if entry.fd >= 0
+        && entry.key == scratch.path
+        && now.duration_since(entry.opened) < FILE_CACHE_VALID
+    {
+        if let Ok(fd) = sys::dup(entry.fd) {
+            return Ok((fd, entry.info, entry.content_type));
+        }
+    }
+    // Claim the slot for this path now, before an index.html rewrite changes it.
+    let entry = &mut scratch.files[slot];
+    if entry.fd >= 0 {
+        sys::close(entry.fd);
+        entry.fd = -1;
+    }
+    entry.key.clear();
+    entry.key.extend_from_slice(&scratch.path);
+    let mut fd = open_under(root, &scratch.path)?;
+    let mut info = match sys::fstat(fd) {
+        Ok(i) => i,
+        Err(_) => {
+            sys::close(fd);
+            return Err(500);
+        }
+    };
+    if info.is_dir {
+        sys::close(fd);
+        let rel = &mut scratch.path;
+        rel.pop();
+        rel.extend_from_slice(b"/index.html\0");
+        fd = match open_under(root, rel) {
+            Ok(fd) => fd,
+            Err(404) => return Err(403),
+            Err(status) => return Err(status),
+        };
+        info = match sys::fstat(fd) {
+            Ok(i) => i,
+            Err(_) => {
+                sys::close(fd);
+                return Err(500);
+            }
+        };
+    }
+    if !info.is_regular {
+        sys::close(fd);
+        return Err(403);
+    }
+    let name = scratch.path.strip_suffix(b"\0").unwrap_or(&scratch.path);
+    let name = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+    let ctype = content_type(name);
+    if let Ok(keep) = sys::dup(fd) {
+        let entry = &mut scratch.files[slot];
+        entry.fd = keep;
+        entry.info = info;
+        entry.content_type = ctype;
+        entry.opened = now;
+    }
+    Ok((fd, info, ctype))
 }
 
 /// Everything `handle_request` needs besides the input.
@@ -544,41 +666,10 @@ pub fn handle_request(
             if let Err(status) = resolve_path(target.as_bytes(), &mut scratch.path) {
                 return error(input.len(), status, out, date);
             }
-            let mut fd = match open_under(root, &scratch.path) {
-                Ok(fd) => fd,
+            let (fd, info, ctype) = match open_file(root, scratch) {
+                Ok(f) => f,
                 Err(status) => return error(input.len(), status, out, date),
             };
-            let mut info = match sys::fstat(fd) {
-                Ok(i) => i,
-                Err(_) => {
-                    sys::close(fd);
-                    return error(input.len(), 500, out, date);
-                }
-            };
-            if info.is_dir {
-                sys::close(fd);
-                let rel = &mut scratch.path;
-                rel.pop();
-                rel.extend_from_slice(b"/index.html\0");
-                fd = match open_under(root, rel) {
-                    Ok(fd) => fd,
-                    Err(404) => return error(input.len(), 403, out, date),
-                    Err(status) => return error(input.len(), status, out, date),
-                };
-                info = match sys::fstat(fd) {
-                    Ok(i) => i,
-                    Err(_) => {
-                        sys::close(fd);
-                        return error(input.len(), 500, out, date);
-                    }
-                };
-            }
-            if !info.is_regular {
-                sys::close(fd);
-                return error(input.len(), 403, out, date);
-            }
-            let name = scratch.path.strip_suffix(b"\0").unwrap_or(&scratch.path);
-            let name = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
             let not_modified = ims.is_some_and(|t| info.mtime <= t);
             let status = if not_modified { 304 } else { 200 };
             write_head(
@@ -586,7 +677,7 @@ pub fn handle_request(
                 &Head {
                     status,
                     date,
-                    content_type: content_type(name),
+                    content_type: ctype,
                     length: info.size,
                     last_modified: Some(info.mtime),
                     keep_alive,

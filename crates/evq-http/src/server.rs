@@ -860,8 +860,9 @@ impl Worker {
     fn flush(&mut self, i: usize) -> Flush {
         let counters = &self.shared.counters[self.id];
         let c = &mut self.conns[i];
+        let more = !matches!(c.sending, Sending::None);
         while c.out_pos < c.out.len() {
-            match sys::send(c.fd, &c.out[c.out_pos..]) {
+            match sys::send_more(c.fd, &c.out[c.out_pos..], more) {
                 Ok(n) => {
                     c.out_pos += n;
                     counters.sent(n);

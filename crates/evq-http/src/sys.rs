@@ -35,6 +35,15 @@ pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     cvt_size(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })
 }
 
+/// Like `send`, with `MSG_MORE` when `more`: the head of a response whose body
+/// follows by `sendfile` leaves in the same segments as the body's start
+/// (nginx's `tcp_nopush`, without a cork/uncork pair of syscalls).
+pub(crate) fn send_more(fd: RawFd, buf: &[u8], more: bool) -> io::Result<usize> {
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    // SAFETY: `buf` is a live, readable slice of `buf.len()` bytes.
+    cvt_size(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) })
+}
+
 /// `sendfile(2)` from `file` at `*offset`, advancing it.
 pub(crate) fn sendfile(
     out: RawFd,
@@ -232,6 +241,12 @@ pub(crate) fn is_connected(fd: RawFd) -> bool {
             &mut len,
         ) == 0
     }
+}
+
+/// `fcntl(F_DUPFD_CLOEXEC)`: a second descriptor for the same open file.
+pub(crate) fn dup(fd: RawFd) -> io::Result<RawFd> {
+    // SAFETY: fcntl(2) with F_DUPFD_CLOEXEC takes an integer argument only.
+    cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })
 }
 
 /// Opens `/dev/null` as the spare descriptor of the `EMFILE` trick.

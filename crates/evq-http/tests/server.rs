@@ -377,3 +377,40 @@ fn every_backend_name_parses() {
         assert_eq!(kind.name().parse::<BackendKind>().unwrap(), *kind);
     }
 }
+
+#[test]
+fn open_file_cache_revalidates_after_a_second() {
+    let root = docroot("cache");
+    let mut cfg = config(None);
+    cfg.root = Some(root.clone());
+    let server = start(&cfg);
+    let a = server.addr();
+    let req = "GET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+    assert_eq!(get(a, req).unwrap().body, b"hello\n");
+    assert_eq!(
+        get(a, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap()
+            .header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(
+        get(a, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap()
+            .header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    // Replaced (new inode) and removed files are seen once the entry is stale.
+    std::fs::write(root.join("sub/a.tmp"), "changed!\n").unwrap();
+    std::fs::rename(root.join("sub/a.tmp"), root.join("sub/a.txt")).unwrap();
+    std::fs::remove_file(root.join("style.css")).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(get(a, req).unwrap().body, b"changed!\n");
+    assert_eq!(
+        get(a, "GET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap()
+            .status,
+        404
+    );
+    server.stop();
+    let _ = std::fs::remove_dir_all(&root);
+}
