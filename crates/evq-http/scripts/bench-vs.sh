@@ -34,6 +34,13 @@ http {{
     root /tmp/evqbench/root;
     location = / {{ return 200 "{esc}"; }}
   }}
+  server {{
+    # The same, with the open-file cache evq has (nginx's is off by default).
+    listen 127.0.0.1:18291;
+    root /tmp/evqbench/root;
+    open_file_cache max=64 inactive=20s;
+    open_file_cache_valid 1s;
+  }}
 }}
 """)
 open("/tmp/evqbench/h2o.conf", "w").write("""num-threads: 1
@@ -71,5 +78,6 @@ for round in 1 2; do
   run "nginx return 1KiB"     http://127.0.0.1:18290/
   run "evq --root 1k.txt"     http://127.0.0.1:18281/1k.txt
   run "nginx static 1k.txt"   http://127.0.0.1:18290/1k.txt
+  run "nginx static+ofc 1k.txt" http://127.0.0.1:18291/1k.txt
   run "h2o static 1k.txt"     http://127.0.0.1:18292/1k.txt
 done
