@@ -29,12 +29,14 @@
 
 mod config;
 pub mod date;
+mod files;
 pub mod framing;
 mod proxy;
 pub mod request;
 mod server;
 mod stats;
 mod sys;
+mod worker;
 
 pub use config::{AcceptMode, ProxyArgs, ProxyConfig, ServeArgs, ServeConfig, ShedConfig};
 pub use proxy::{proxy, ProxyHandle, ProxyReport};
