@@ -32,6 +32,7 @@ pub mod date;
 mod files;
 pub mod framing;
 mod proxy;
+mod relay;
 pub mod request;
 mod server;
 mod stats;
