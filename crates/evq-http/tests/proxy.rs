@@ -236,3 +236,30 @@ fn stale_pooled_connection_is_retried() {
     assert_eq!(report.bad_gateway, 0, "{report}");
     server.stop();
 }
+
+#[test]
+fn half_closed_and_vanishing_clients() {
+    let proxy = proxy_to(scripted_origin(), None);
+    // Request, then shutdown(SHUT_WR): the response still arrives.
+    let mut c = Client::connect(proxy.addr());
+    c.send(b"GET /cl HTTP/1.1\r\nHost: o\r\n\r\n");
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(c.response(false).unwrap().body, b"hello");
+    assert!(c.closed());
+    // A client that vanishes mid-response frees its exchange; others go on.
+    {
+        let mut s = TcpStream::connect(proxy.addr()).unwrap();
+        s.write_all(b"GET /big HTTP/1.1\r\nHost: o\r\n\r\n")
+            .unwrap();
+        let mut some = [0u8; 100];
+        s.read_exact(&mut some).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        get(proxy.addr(), "GET /chunked HTTP/1.1\r\nHost: o\r\n\r\n")
+            .unwrap()
+            .body,
+        b"hello world"
+    );
+    proxy.stop();
+}
