@@ -21,6 +21,28 @@ pub enum AcceptMode {
     Shared,
 }
 
+/// How connections are registered with the queue (`--mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeliveryMode {
+    /// Level-triggered; interest switched between read and write as needed.
+    Level,
+    /// The paper's event (edge) mode: read and write interest registered once.
+    Event,
+    /// One event, then re-armed by `declare_interest` after every handling.
+    Oneshot,
+}
+
+impl DeliveryMode {
+    /// The evq mode.
+    pub fn to_mode(self) -> evq::Mode {
+        match self {
+            DeliveryMode::Level => evq::Mode::Level,
+            DeliveryMode::Event => evq::Mode::Event,
+            DeliveryMode::Oneshot => evq::Mode::Oneshot,
+        }
+    }
+}
+
 /// Seed 001's load limiting, as the server applies it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ShedConfig {
@@ -53,6 +75,9 @@ pub struct ServeConfig {
     pub threads: usize,
     /// How threads share the listening address.
     pub accept: AcceptMode,
+    /// How connections are registered; `None`: event mode where the backend has
+    /// it, else level, else oneshot.
+    pub mode: Option<DeliveryMode>,
     /// Serve files beneath this directory; `None` serves the fixed reply.
     pub root: Option<PathBuf>,
     /// Size of the fixed reply in bytes.
@@ -87,6 +112,7 @@ impl Default for ServeConfig {
             backend: None,
             threads: 1,
             accept: AcceptMode::Exclusive,
+            mode: None,
             root: None,
             reply_size: 1024,
             shed: None,
@@ -122,6 +148,10 @@ pub struct ServeArgs {
     /// How threads share the listening address.
     #[arg(long, value_enum, default_value_t = AcceptMode::Exclusive)]
     pub accept: AcceptMode,
+    /// How connections are registered (default: event where the backend has it,
+    /// else level).
+    #[arg(long, value_enum)]
+    pub mode: Option<DeliveryMode>,
     /// Serve static files beneath this directory (default: the fixed reply).
     #[arg(long)]
     pub root: Option<PathBuf>,
@@ -189,6 +219,7 @@ impl ServeArgs {
             backend: backend(&self.backend)?,
             threads: self.threads.max(1),
             accept: self.accept,
+            mode: self.mode,
             root: self.root.clone(),
             reply_size: self.reply_size,
             shed: self.shed.then_some(ShedConfig {

@@ -39,7 +39,9 @@ mod stats;
 mod sys;
 mod worker;
 
-pub use config::{AcceptMode, ProxyArgs, ProxyConfig, ServeArgs, ServeConfig, ShedConfig};
+pub use config::{
+    AcceptMode, DeliveryMode, ProxyArgs, ProxyConfig, ServeArgs, ServeConfig, ShedConfig,
+};
 pub use proxy::{proxy, ProxyHandle, ProxyReport};
 pub use server::{serve, ServerHandle};
 pub use stats::ServeReport;

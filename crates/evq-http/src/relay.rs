@@ -8,7 +8,7 @@ use crate::framing::{body_headers, Framing};
 use crate::proxy::ProxyReport;
 use crate::request::write_error;
 use crate::sys::{self, later};
-use evq::{BackendKind, EventQueue, Events, Interest, Notifier, Options, TimerId};
+use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,6 +69,7 @@ struct Origin {
 }
 
 pub(crate) struct Relay {
+    mode: Mode,
     cfg: ProxyConfig,
     queue: EventQueue,
     listener: OwnedFd,
@@ -100,14 +101,28 @@ impl Relay {
         stop: Arc<AtomicBool>,
         signal_fd: Option<RawFd>,
     ) -> io::Result<Relay> {
+        let caps = kind.capabilities();
+        // Level where the backend has it; otherwise oneshot, re-armed after
+        // every event (the update_*_interest calls always declare then).
+        let mode = if caps.level {
+            Mode::Level
+        } else if caps.oneshot {
+            Mode::Oneshot
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("the {kind} backend has neither level nor oneshot delivery"),
+            ));
+        };
         let mut queue = EventQueue::with_backend(kind)?;
         queue.declare_interest(
             sys::raw(&listener),
             Interest::READ,
-            Options::new(token(KIND_LISTENER, 0, 0)),
+            Options::new(token(KIND_LISTENER, 0, 0)).mode(mode),
         )?;
         if let Some(fd) = signal_fd {
-            queue.declare_interest(fd, Interest::READ, Options::new(token(KIND_LISTENER, 1, 0)))?;
+            let opts = Options::new(token(KIND_LISTENER, 1, 0)).mode(mode);
+            queue.declare_interest(fd, Interest::READ, opts)?;
         }
         Ok(Relay {
             cfg: cfg.clone(),
@@ -123,6 +138,7 @@ impl Relay {
             date: DateCache::new(),
             now: Instant::now(),
             report: ProxyReport::default(),
+            mode,
         })
     }
 
@@ -185,6 +201,18 @@ impl Relay {
     }
 
     fn on_accept(&mut self) {
+        self.accept_batch();
+        if self.mode == Mode::Oneshot {
+            let opts = Options::new(token(KIND_LISTENER, 0, 0)).mode(self.mode);
+            // A listener that cannot be re-armed leaves the proxy serving only
+            // the connections it has; there is nothing better to do with it.
+            let _ = self
+                .queue
+                .declare_interest(sys::raw(&self.listener), Interest::READ, opts);
+        }
+    }
+
+    fn accept_batch(&mut self) {
         for _ in 0..64 {
             let fd = match sys::accept(sys::raw(&self.listener)) {
                 Ok(fd) => fd,
@@ -592,13 +620,13 @@ impl Relay {
         if reading && c.in_len < self.cfg.limits.max_head {
             want |= Interest::READ;
         }
-        if want != c.registered {
+        if want != c.registered || self.mode == Mode::Oneshot {
             let tok = token(KIND_CLIENT, i, c.generation);
             let fd = c.fd;
             self.clients[i].registered = want;
             if self
                 .queue
-                .declare_interest(fd, want, Options::new(tok))
+                .declare_interest(fd, want, Options::new(tok).mode(self.mode))
                 .is_err()
             {
                 self.close_client(i);
@@ -626,13 +654,13 @@ impl Relay {
                 }
             }
         }
-        if want != or.registered {
+        if want != or.registered || self.mode == Mode::Oneshot {
             let tok = token(KIND_ORIGIN, o, or.generation);
             let fd = or.fd;
             self.origins[o].registered = want;
             if self
                 .queue
-                .declare_interest(fd, want, Options::new(tok))
+                .declare_interest(fd, want, Options::new(tok).mode(self.mode))
                 .is_err()
             {
                 self.origin_gone(o, true);

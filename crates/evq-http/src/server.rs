@@ -3,13 +3,13 @@
 //! [`ServerHandle`] to stop it and read its counters. The event loop itself is
 //! in `worker.rs`.
 
-use crate::config::{AcceptMode, ServeConfig};
+use crate::config::{AcceptMode, DeliveryMode, ServeConfig};
 use crate::date::DateCache;
 use crate::request::{Content, FileRoot, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::sys;
 use crate::worker::{token, Shared, Worker, KIND_LISTENER, KIND_SIGNAL};
-use evq::{BackendKind, EventQueue, Interest, LoadLimiter, Notifier, Options};
+use evq::{BackendKind, EventQueue, Interest, LoadLimiter, Mode, Notifier, Options};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -76,7 +76,39 @@ impl ServerHandle {
             counters: (0..threads).map(|_| WorkerCounters::default()).collect(),
             backend: kind,
         });
-        let edge = kind.capabilities().event;
+        let caps = kind.capabilities();
+        let conn_mode = if let Some(m) = cfg.mode {
+            let ok = match m {
+                DeliveryMode::Level => caps.level,
+                DeliveryMode::Event => caps.event,
+                DeliveryMode::Oneshot => caps.oneshot,
+            };
+            if !ok {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the {kind} backend cannot register connections in {m:?} mode"),
+                ));
+            }
+            m.to_mode()
+        } else if caps.event {
+            Mode::Event
+        } else if caps.level {
+            Mode::Level
+        } else if caps.oneshot {
+            Mode::Oneshot
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("the {kind} backend offers no delivery mode the server can use"),
+            ));
+        };
+        let listener_mode = if caps.level {
+            Mode::Level
+        } else if caps.event {
+            Mode::Event
+        } else {
+            Mode::Oneshot
+        };
         let mut workers = Vec::with_capacity(threads);
         let mut owned_listener = None;
         let mut per_thread = listeners.into_iter();
@@ -99,14 +131,13 @@ impl ServerHandle {
                 },
             };
             let mut queue = EventQueue::with_backend(kind)?;
-            let listener_opts = Options::new(token(KIND_LISTENER, 0, 0)).wake_one(wake_one);
+            let listener_opts = Options::new(token(KIND_LISTENER, 0, 0))
+                .mode(listener_mode)
+                .wake_one(wake_one);
             queue.declare_interest(listener, Interest::READ, listener_opts)?;
             if let Some(fd) = signal_fd {
-                queue.declare_interest(
-                    fd,
-                    Interest::READ,
-                    Options::new(token(KIND_SIGNAL, 0, 0)),
-                )?;
+                let opts = Options::new(token(KIND_SIGNAL, 0, 0)).mode(listener_mode);
+                queue.declare_interest(fd, Interest::READ, opts)?;
             }
             workers.push(Worker {
                 id,
@@ -117,7 +148,8 @@ impl ServerHandle {
                 listener_opts,
                 listening: true,
                 signal_fd,
-                edge,
+                conn_mode,
+                listener_mode,
                 conns: Vec::new(),
                 free: Vec::new(),
                 open: 0,

@@ -90,7 +90,12 @@ pub(crate) struct Worker {
     pub(crate) listener_opts: Options,
     pub(crate) listening: bool,
     pub(crate) signal_fd: Option<RawFd>,
-    pub(crate) edge: bool,
+    /// How connections are registered: `Event` (edge) where the backend has it,
+    /// else `Level`, else `Oneshot` (re-armed after every event).
+    pub(crate) conn_mode: Mode,
+    /// How the listener is registered: `Level` where possible (a batch of
+    /// accepts per event), else `Event`/`Oneshot` (accept until `EAGAIN`).
+    pub(crate) listener_mode: Mode,
     pub(crate) conns: Vec<Conn>,
     pub(crate) free: Vec<u32>,
     pub(crate) open: usize,
@@ -249,7 +254,27 @@ impl Worker {
         if !self.listening {
             return;
         }
-        for _ in 0..ACCEPTS_PER_EVENT {
+        self.accept_batch();
+        if self.listener_mode == Mode::Oneshot
+            && self.listening
+            && self
+                .queue
+                .declare_interest(self.listener, Interest::READ, self.listener_opts)
+                .is_err()
+        {
+            self.pause_accepting();
+        }
+    }
+
+    fn accept_batch(&mut self) {
+        // A level-triggered listener comes back if more are waiting; the others
+        // must be drained to EAGAIN now or their connections wait forever.
+        let batch = if self.listener_mode == Mode::Level {
+            ACCEPTS_PER_EVENT
+        } else {
+            usize::MAX
+        };
+        for _ in 0..batch {
             let fd = match sys::accept(self.listener) {
                 Ok(fd) => fd,
                 Err(e) => match e.raw_os_error() {
@@ -321,10 +346,11 @@ impl Worker {
                 self.conns.len() - 1
             }
         };
-        let (mode, interest) = if self.edge {
-            (Mode::Event, Interest::READ | Interest::WRITE)
+        let mode = self.conn_mode;
+        let interest = if mode == Mode::Event {
+            Interest::READ | Interest::WRITE
         } else {
-            (Mode::Level, Interest::READ)
+            Interest::READ
         };
         let c = &mut self.conns[index];
         c.fd = fd;
@@ -503,13 +529,18 @@ impl Worker {
             let buf = std::mem::take(&mut self.conns[i].inbuf);
             self.give_in(buf);
         }
-        if !self.edge && self.conns[i].interest != want {
+        let rearm = match self.conn_mode {
+            Mode::Event => false,
+            Mode::Level => self.conns[i].interest != want,
+            Mode::Oneshot => true,
+        };
+        if rearm {
             let c = &mut self.conns[i];
             c.interest = want;
             let tok = token(KIND_CONN, i as u32, c.generation);
             if self
                 .queue
-                .declare_interest(c.fd, want, Options::new(tok))
+                .declare_interest(c.fd, want, Options::new(tok).mode(self.conn_mode))
                 .is_err()
             {
                 self.close_conn(i);

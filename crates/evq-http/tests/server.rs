@@ -372,6 +372,51 @@ fn stats_path_serves_counters_as_json() {
 }
 
 #[test]
+fn every_backend_in_every_delivery_mode_it_has() {
+    use evq_http::DeliveryMode;
+    let root = docroot("modes");
+    for kind in backends() {
+        let caps = kind.capabilities();
+        for (mode, has) in [
+            (DeliveryMode::Level, caps.level),
+            (DeliveryMode::Event, caps.event),
+            (DeliveryMode::Oneshot, caps.oneshot),
+        ] {
+            let mut cfg = config(Some(kind));
+            cfg.mode = Some(mode);
+            if !has {
+                assert!(
+                    evq_http::ServerHandle::start(&cfg).is_err(),
+                    "{kind} {mode:?}"
+                );
+                continue;
+            }
+            let server = start(&cfg);
+            check_keepalive_pipelining(server.addr());
+            server.stop();
+            // Static files: sendfile bodies larger than the socket buffer need
+            // write readiness in each mode.
+            cfg.root = Some(root.clone());
+            let server = start(&cfg);
+            let mut c = Client::connect(server.addr());
+            c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(
+                c.response(false).unwrap().body.len(),
+                3 << 20,
+                "{kind} {mode:?}"
+            );
+            assert_eq!(
+                c.response(false).unwrap().body,
+                b"hello\n",
+                "{kind} {mode:?}"
+            );
+            server.stop();
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
 fn every_backend_name_parses() {
     for kind in BackendKind::ALL {
         assert_eq!(kind.name().parse::<BackendKind>().unwrap(), *kind);
