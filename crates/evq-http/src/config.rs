@@ -258,6 +258,9 @@ pub struct ProxyConfig {
     pub idle_timeout: Duration,
     /// Idle origin connections kept for reuse.
     pub pool_size: usize,
+    /// How connections are registered: `Level` or `Oneshot` (`None`: level where
+    /// the backend has it, else oneshot). The relay does not use event mode.
+    pub mode: Option<DeliveryMode>,
     /// Request and response head limits.
     pub limits: Limits,
     /// Stop on SIGINT/SIGTERM.
@@ -273,6 +276,7 @@ impl Default for ProxyConfig {
             origin_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             pool_size: 64,
+            mode: None,
             limits: Limits::default(),
             handle_signals: false,
         }
@@ -318,6 +322,7 @@ impl ProxyArgs {
             origin_timeout: secs(self.origin_timeout, "origin-timeout")?,
             idle_timeout: secs(self.idle_timeout, "idle-timeout")?,
             pool_size: self.pool_size,
+            mode: None,
             limits: Limits::default(),
             handle_signals: true,
         })

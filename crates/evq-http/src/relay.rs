@@ -2,7 +2,7 @@
 //! keep-alive pool of origin connections, and the relay of each exchange (see
 //! `proxy.rs` for what it does and why).
 
-use crate::config::ProxyConfig;
+use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
 use crate::framing::{body_headers, Framing};
 use crate::proxy::ProxyReport;
@@ -104,15 +104,23 @@ impl Relay {
         let caps = kind.capabilities();
         // Level where the backend has it; otherwise oneshot, re-armed after
         // every event (the update_*_interest calls always declare then).
-        let mode = if caps.level {
-            Mode::Level
-        } else if caps.oneshot {
-            Mode::Oneshot
-        } else {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("the {kind} backend has neither level nor oneshot delivery"),
-            ));
+        let mode = match cfg.mode {
+            Some(DeliveryMode::Level) if caps.level => Mode::Level,
+            Some(DeliveryMode::Oneshot) if caps.oneshot => Mode::Oneshot,
+            Some(m) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the proxy cannot run in {m:?} mode on the {kind} backend"),
+                ))
+            }
+            None if caps.level => Mode::Level,
+            None if caps.oneshot => Mode::Oneshot,
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the {kind} backend has neither level nor oneshot delivery"),
+                ))
+            }
         };
         let mut queue = EventQueue::with_backend(kind)?;
         queue.declare_interest(

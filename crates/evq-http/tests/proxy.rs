@@ -101,11 +101,20 @@ fn serve_origin_conn(mut s: TcpStream) {
 }
 
 fn proxy_to(origin: SocketAddr, kind: Option<evq::BackendKind>) -> ProxyHandle {
+    proxy_mode(origin, kind, None)
+}
+
+fn proxy_mode(
+    origin: SocketAddr,
+    kind: Option<evq::BackendKind>,
+    mode: Option<evq_http::DeliveryMode>,
+) -> ProxyHandle {
     ProxyHandle::start(&ProxyConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         origin,
         backend: kind,
         origin_timeout: Duration::from_millis(500),
+        mode,
         ..ProxyConfig::default()
     })
     .expect("proxy starts")
@@ -113,7 +122,12 @@ fn proxy_to(origin: SocketAddr, kind: Option<evq::BackendKind>) -> ProxyHandle {
 
 #[test]
 fn relays_content_length_and_chunked_with_keepalive_pool() {
-    let proxy = proxy_to(scripted_origin(), None);
+    relay_framings(None);
+    relay_framings(Some(evq_http::DeliveryMode::Oneshot));
+}
+
+fn relay_framings(mode: Option<evq_http::DeliveryMode>) {
+    let proxy = proxy_mode(scripted_origin(), None, mode);
     let mut c = Client::connect(proxy.addr());
     for _ in 0..2 {
         c.send(b"GET /cl HTTP/1.1\r\nHost: o\r\n\r\n");
@@ -193,21 +207,25 @@ fn origin_failures_become_502_and_timeouts_504() {
 
 #[test]
 fn every_backend_proxies_to_the_evq_server() {
-    for kind in backends() {
+    use evq_http::DeliveryMode;
+    for (kind, mode) in backends()
+        .into_iter()
+        .flat_map(|k| [(k, DeliveryMode::Level), (k, DeliveryMode::Oneshot)])
+    {
         let server = start(&config(Some(kind)));
-        let proxy = proxy_to(server.addr(), Some(kind));
+        let proxy = proxy_mode(server.addr(), Some(kind), Some(mode));
         let mut c = Client::connect(proxy.addr());
         c.send(b"GET / HTTP/1.1\r\nHost: o\r\n\r\nGET / HTTP/1.1\r\nHost: o\r\n\r\n");
         for _ in 0..2 {
             let r = c.response(false).unwrap();
-            assert_eq!((r.status, r.body.len()), (200, 1024), "{kind}");
+            assert_eq!((r.status, r.body.len()), (200, 1024), "{kind} {mode:?}");
         }
         c.send(b"HEAD / HTTP/1.1\r\nHost: o\r\n\r\n");
         let r = c.response(true).unwrap();
         assert_eq!(r.header("content-length"), Some("1024"));
         let report = proxy.stop();
-        assert_eq!(report.relayed, 3, "{kind}: {report}");
-        assert_eq!(report.origin_connects, 1, "{kind}: {report}");
+        assert_eq!(report.relayed, 3, "{kind} {mode:?}: {report}");
+        assert_eq!(report.origin_connects, 1, "{kind} {mode:?}: {report}");
         server.stop();
     }
 }
