@@ -70,6 +70,8 @@ struct Origin {
 
 pub(crate) struct Relay {
     mode: Mode,
+    /// The reserve descriptor for `EMFILE` (-1 if it could not be reopened).
+    spare: RawFd,
     cfg: ProxyConfig,
     queue: EventQueue,
     listener: OwnedFd,
@@ -147,6 +149,7 @@ impl Relay {
             now: Instant::now(),
             report: ProxyReport::default(),
             mode,
+            spare: sys::open_spare().unwrap_or(-1),
         })
     }
 
@@ -193,7 +196,7 @@ impl Relay {
                 self.close_origin(i);
             }
         }
-        Ok(self.report)
+        Ok(std::mem::take(&mut self.report))
     }
 
     fn origin_live(&self, o: usize, generation: u32) -> bool {
@@ -232,6 +235,18 @@ impl Relay {
                     ) =>
                 {
                     continue
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+                    // Out of descriptors: the reserve-descriptor trick, as in the
+                    // server, so a level-triggered listener does not spin.
+                    if self.spare >= 0 {
+                        sys::close(self.spare);
+                        if let Ok(fd) = sys::accept(sys::raw(&self.listener)) {
+                            sys::close(fd);
+                        }
+                        self.spare = sys::open_spare().unwrap_or(-1);
+                    }
+                    return;
                 }
                 Err(_) => return,
             };
@@ -891,6 +906,14 @@ impl Relay {
             self.close_origin(o);
         }
         self.drive_client(i);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if self.spare >= 0 {
+            sys::close(self.spare);
+        }
     }
 }
 

@@ -86,3 +86,54 @@ fn descriptor_exhaustion_then_sigterm() {
         "{report}"
     );
 }
+
+#[test]
+fn proxy_descriptor_exhaustion_does_not_spin() {
+    let origin = start(&config(None));
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let script = format!(
+        "ulimit -Sn 32 && ulimit -Hn 32 && exec {} proxy --listen {addr} --origin {} --json",
+        env!("CARGO_BIN_EXE_evq-http"),
+        origin.addr()
+    );
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(|| TcpStream::connect(addr).is_ok()));
+    let held: Vec<TcpStream> = (0..60)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(child.id());
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_millis(1000));
+    let spent = cpu_ticks(child.id()) - before;
+    assert!(
+        spent < 40 * t0.elapsed().as_millis() as u64 / 1000,
+        "proxy burned {spent} ticks while descriptors were exhausted"
+    );
+    drop(held);
+    assert!(eventually(|| get(
+        addr,
+        "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+    )
+    .is_some_and(|r| r.status == 200)));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(report["relayed"].as_u64().unwrap() >= 1, "{report}");
+    origin.stop();
+}

@@ -340,7 +340,8 @@ fn graceful_shutdown_finishes_in_flight_response() {
     assert!(idle.closed());
     // New connections are refused or closed unanswered.
     if let Ok(mut s) = TcpStream::connect(addr) {
-        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
         let _ = s.write_all(REQ.as_bytes());
         let mut b = [0u8; 16];
         assert!(!matches!(s.read(&mut b), Ok(n) if n > 0));
