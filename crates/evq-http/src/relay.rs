@@ -1,0 +1,933 @@
+//! The proxy's event loop: client and origin connections in two slabs, the
+//! keep-alive pool of origin connections, and the relay of each exchange (see
+//! `proxy.rs` for what it does and why).
+
+use crate::config::{DeliveryMode, ProxyConfig};
+use crate::date::DateCache;
+use crate::framing::{body_headers, Framing};
+use crate::proxy::ProxyReport;
+use crate::request::write_error;
+use crate::sys::{self, later};
+use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
+use std::io;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+const KIND_SHIFT: u32 = 62;
+const KIND_CLIENT: u64 = 0;
+const KIND_ORIGIN: u64 = 1;
+const KIND_LISTENER: u64 = 2;
+const KIND_TIMER: u64 = 3;
+const GEN_MASK: u32 = (1 << 30) - 1;
+const HIGH_WATER: usize = 64 * 1024;
+const ORIGIN_BUF: usize = 16 * 1024;
+const MAX_RESPONSE_HEADERS: usize = 96;
+
+fn token(kind: u64, index: usize, generation: u32) -> u64 {
+    (kind << KIND_SHIFT) | (((generation & GEN_MASK) as u64) << 32) | index as u64
+}
+
+struct Client {
+    fd: RawFd,
+    generation: u32,
+    registered: Interest,
+    inbuf: Vec<u8>,
+    in_len: usize,
+    out: Vec<u8>,
+    out_pos: usize,
+    origin: Option<usize>,
+    exchange: bool,
+    req_body: Framing,
+    resp_head: bool,
+    resp_body: Framing,
+    forwarded: bool,
+    origin_reusable: bool,
+    head_only: bool,
+    keep_alive: bool,
+    close_after: bool,
+    /// The client half-closed (EOF) during an exchange: answer, then close.
+    eof: bool,
+    sent_head: Vec<u8>,
+    retried: bool,
+    deadline: Instant,
+    timer: Option<(TimerId, Instant)>,
+}
+
+struct Origin {
+    fd: RawFd,
+    generation: u32,
+    registered: Interest,
+    connecting: bool,
+    reused: bool,
+    out: Vec<u8>,
+    out_pos: usize,
+    inbuf: Vec<u8>,
+    in_len: usize,
+    client: Option<usize>,
+}
+
+pub(crate) struct Relay {
+    mode: Mode,
+    /// The reserve descriptor for `EMFILE` (-1 if it could not be reopened).
+    spare: RawFd,
+    cfg: ProxyConfig,
+    queue: EventQueue,
+    listener: OwnedFd,
+    stop: Arc<AtomicBool>,
+    signal_fd: Option<RawFd>,
+    clients: Vec<Client>,
+    free_clients: Vec<usize>,
+    origins: Vec<Origin>,
+    free_origins: Vec<usize>,
+    pool: Vec<usize>,
+    date: DateCache,
+    now: Instant,
+    report: ProxyReport,
+}
+
+enum Io {
+    Progress,
+    Blocked,
+    Closed,
+}
+
+impl Relay {
+    /// The relay's state, with the listener (and the signal eventfd, if any)
+    /// registered in a new queue of `kind`.
+    pub(crate) fn new(
+        cfg: &ProxyConfig,
+        kind: BackendKind,
+        listener: OwnedFd,
+        stop: Arc<AtomicBool>,
+        signal_fd: Option<RawFd>,
+    ) -> io::Result<Relay> {
+        let caps = kind.capabilities();
+        // Level where the backend has it; otherwise oneshot, re-armed after
+        // every event (the update_*_interest calls always declare then).
+        let mode = match cfg.mode {
+            Some(DeliveryMode::Level) if caps.level => Mode::Level,
+            Some(DeliveryMode::Oneshot) if caps.oneshot => Mode::Oneshot,
+            Some(m) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the proxy cannot run in {m:?} mode on the {kind} backend"),
+                ))
+            }
+            None if caps.level => Mode::Level,
+            None if caps.oneshot => Mode::Oneshot,
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the {kind} backend has neither level nor oneshot delivery"),
+                ))
+            }
+        };
+        let mut queue = EventQueue::with_backend(kind)?;
+        queue.declare_interest(
+            sys::raw(&listener),
+            Interest::READ,
+            Options::new(token(KIND_LISTENER, 0, 0)).mode(mode),
+        )?;
+        if let Some(fd) = signal_fd {
+            let opts = Options::new(token(KIND_LISTENER, 1, 0)).mode(mode);
+            queue.declare_interest(fd, Interest::READ, opts)?;
+        }
+        Ok(Relay {
+            cfg: cfg.clone(),
+            queue,
+            listener,
+            stop,
+            signal_fd,
+            clients: Vec::new(),
+            free_clients: Vec::new(),
+            origins: Vec::new(),
+            free_origins: Vec::new(),
+            pool: Vec::new(),
+            date: DateCache::new(),
+            now: Instant::now(),
+            report: ProxyReport::default(),
+            mode,
+            spare: sys::open_spare().unwrap_or(-1),
+        })
+    }
+
+    /// A handle that wakes the relay's queue (to notice `stop`).
+    pub(crate) fn notifier(&self) -> Notifier {
+        self.queue.notifier()
+    }
+
+    pub(crate) fn run(mut self) -> io::Result<ProxyReport> {
+        let mut events = Events::with_capacity(256);
+        loop {
+            self.queue.get_next_event(&mut events, None)?;
+            self.now = Instant::now();
+            self.date.refresh();
+            for ev in events.iter() {
+                if ev.is_notify() {
+                    continue;
+                }
+                let t = ev.token();
+                let index = (t as u32) as usize;
+                let generation = (t >> 32) as u32 & GEN_MASK;
+                match t >> KIND_SHIFT {
+                    KIND_CLIENT if self.client_live(index, generation) => self.drive_client(index),
+                    KIND_ORIGIN if self.origin_live(index, generation) => self.drive_origin(index),
+                    KIND_TIMER if self.client_live(index, generation) => self.on_timer(index),
+                    KIND_CLIENT | KIND_ORIGIN | KIND_TIMER => {}
+                    _ if index == 0 => self.on_accept(),
+                    _ => {}
+                }
+            }
+            if self.stop.load(Ordering::Relaxed)
+                || (self.signal_fd.is_some() && sys::shutdown_requested())
+            {
+                break;
+            }
+        }
+        for i in 0..self.clients.len() {
+            if self.clients[i].fd >= 0 {
+                self.close_client(i);
+            }
+        }
+        for i in 0..self.origins.len() {
+            if self.origins[i].fd >= 0 {
+                self.close_origin(i);
+            }
+        }
+        Ok(std::mem::take(&mut self.report))
+    }
+
+    fn origin_live(&self, o: usize, generation: u32) -> bool {
+        self.origins
+            .get(o)
+            .is_some_and(|or| or.fd >= 0 && or.generation == generation)
+    }
+
+    fn client_live(&self, i: usize, generation: u32) -> bool {
+        self.clients
+            .get(i)
+            .is_some_and(|c| c.fd >= 0 && c.generation == generation)
+    }
+
+    fn on_accept(&mut self) {
+        self.accept_batch();
+        if self.mode == Mode::Oneshot {
+            let opts = Options::new(token(KIND_LISTENER, 0, 0)).mode(self.mode);
+            // A listener that cannot be re-armed leaves the proxy serving only
+            // the connections it has; there is nothing better to do with it.
+            let _ = self
+                .queue
+                .declare_interest(sys::raw(&self.listener), Interest::READ, opts);
+        }
+    }
+
+    fn accept_batch(&mut self) {
+        for _ in 0..64 {
+            let fd = match sys::accept(sys::raw(&self.listener)) {
+                Ok(fd) => fd,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNABORTED) | Some(libc::EINTR)
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+                    // Out of descriptors: the reserve-descriptor trick, as in the
+                    // server, so a level-triggered listener does not spin.
+                    if self.spare >= 0 {
+                        sys::close(self.spare);
+                        if let Ok(fd) = sys::accept(sys::raw(&self.listener)) {
+                            sys::close(fd);
+                        }
+                        self.spare = sys::open_spare().unwrap_or(-1);
+                    }
+                    return;
+                }
+                Err(_) => return,
+            };
+            self.report.accepts += 1;
+            let _ = sys::set_nodelay(fd);
+            let i = match self.free_clients.pop() {
+                Some(i) => i,
+                None => {
+                    self.clients.push(Client {
+                        fd: -1,
+                        generation: 0,
+                        registered: Interest::empty(),
+                        inbuf: Vec::new(),
+                        in_len: 0,
+                        out: Vec::new(),
+                        out_pos: 0,
+                        origin: None,
+                        exchange: false,
+                        req_body: Framing::Done,
+                        resp_head: false,
+                        resp_body: Framing::Done,
+                        forwarded: false,
+                        origin_reusable: false,
+                        head_only: false,
+                        keep_alive: true,
+                        close_after: false,
+                        eof: false,
+                        sent_head: Vec::new(),
+                        retried: false,
+                        deadline: self.now,
+                        timer: None,
+                    });
+                    self.clients.len() - 1
+                }
+            };
+            let c = &mut self.clients[i];
+            c.fd = fd;
+            c.registered = Interest::empty();
+            c.in_len = 0;
+            c.out.clear();
+            c.out_pos = 0;
+            c.origin = None;
+            c.exchange = false;
+            c.close_after = false;
+            c.eof = false;
+            let d = later(self.now, self.cfg.idle_timeout);
+            self.set_deadline(i, d);
+            self.drive_client(i);
+        }
+    }
+
+    fn set_deadline(&mut self, i: usize, deadline: Instant) {
+        let c = &mut self.clients[i];
+        c.deadline = deadline;
+        match c.timer {
+            Some((_, at)) if at <= deadline => {}
+            other => {
+                if let Some((id, _)) = other {
+                    self.queue.cancel_timer(id);
+                }
+                let id = self
+                    .queue
+                    .add_timer(deadline, token(KIND_TIMER, i, c.generation));
+                c.timer = Some((id, deadline));
+            }
+        }
+    }
+
+    fn on_timer(&mut self, i: usize) {
+        self.clients[i].timer = None;
+        let deadline = self.clients[i].deadline;
+        if self.now < deadline {
+            self.clients[i].timer = None;
+            self.set_deadline(i, deadline);
+            return;
+        }
+        let c = &self.clients[i];
+        if c.exchange && !c.forwarded {
+            self.report.gateway_timeout += 1;
+            self.fail_exchange(i, 504);
+            self.drive_client(i);
+        } else {
+            self.close_client(i);
+        }
+    }
+
+    fn close_client(&mut self, i: usize) {
+        if let Some(o) = self.clients[i].origin.take() {
+            self.close_origin(o);
+        }
+        let c = &mut self.clients[i];
+        if c.fd < 0 {
+            return;
+        }
+        let fd = c.fd;
+        c.fd = -1;
+        c.generation = c.generation.wrapping_add(1) & GEN_MASK;
+        c.exchange = false;
+        c.in_len = 0;
+        c.out.clear();
+        c.out_pos = 0;
+        if let Some((id, _)) = c.timer.take() {
+            self.queue.cancel_timer(id);
+        }
+        let _ = self.queue.close(fd);
+        self.free_clients.push(i);
+    }
+
+    fn close_origin(&mut self, o: usize) {
+        let or = &mut self.origins[o];
+        if or.fd < 0 {
+            return;
+        }
+        let fd = or.fd;
+        or.fd = -1;
+        or.generation = or.generation.wrapping_add(1) & GEN_MASK;
+        or.client = None;
+        or.out.clear();
+        or.out_pos = 0;
+        or.in_len = 0;
+        let _ = self.queue.close(fd);
+        self.pool.retain(|&p| p != o);
+        self.free_origins.push(o);
+    }
+
+    /// Ends the exchange with an error status (or just a close when part of the
+    /// response already went out).
+    fn fail_exchange(&mut self, i: usize, status: u16) {
+        if let Some(o) = self.clients[i].origin.take() {
+            self.close_origin(o);
+        }
+        let c = &mut self.clients[i];
+        if !c.forwarded {
+            write_error(&mut c.out, status, self.date.text(), "");
+        }
+        c.exchange = false;
+        c.close_after = true;
+        c.in_len = 0;
+    }
+
+    fn connect_origin(&mut self) -> io::Result<usize> {
+        let fd = sys::connect_nonblocking(self.cfg.origin)?;
+        self.report.origin_connects += 1;
+        let o = match self.free_origins.pop() {
+            Some(o) => o,
+            None => {
+                self.origins.push(Origin {
+                    fd: -1,
+                    generation: 0,
+                    registered: Interest::empty(),
+                    connecting: false,
+                    reused: false,
+                    out: Vec::new(),
+                    out_pos: 0,
+                    inbuf: Vec::new(),
+                    in_len: 0,
+                    client: None,
+                });
+                self.origins.len() - 1
+            }
+        };
+        let or = &mut self.origins[o];
+        or.fd = fd;
+        or.registered = Interest::empty();
+        or.connecting = true;
+        or.reused = false;
+        or.out.clear();
+        or.out_pos = 0;
+        or.in_len = 0;
+        if or.inbuf.len() != ORIGIN_BUF {
+            or.inbuf = vec![0; ORIGIN_BUF];
+        }
+        Ok(o)
+    }
+
+    /// Starts an exchange if a complete request head is buffered. True if the
+    /// client's state changed.
+    fn start_exchange(&mut self, i: usize) -> bool {
+        let c = &mut self.clients[i];
+        let mut headers = [httparse::EMPTY_HEADER; crate::request::MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        let parsed = req.parse(&c.inbuf[..c.in_len]);
+        let head_len = match parsed {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => {
+                if c.in_len >= c.inbuf.len() {
+                    self.report.bad_requests += 1;
+                    self.fail_exchange(i, 431);
+                    return true;
+                }
+                return false;
+            }
+            Err(e) => {
+                self.report.bad_requests += 1;
+                let status = if e == httparse::Error::TooManyHeaders {
+                    431
+                } else {
+                    400
+                };
+                self.fail_exchange(i, status);
+                return true;
+            }
+        };
+        self.report.requests += 1;
+        let bh = match body_headers(req.headers) {
+            Ok(bh) if !bh.has_transfer_encoding || bh.chunked => bh,
+            _ => {
+                self.report.bad_requests += 1;
+                self.fail_exchange(i, 400);
+                return true;
+            }
+        };
+        c.keep_alive = if req.version == Some(1) {
+            !bh.close
+        } else {
+            bh.keep_alive
+        };
+        c.head_only = req.method == Some("HEAD");
+        c.req_body = if bh.chunked {
+            Framing::chunked()
+        } else {
+            match bh.length {
+                Some(n) if n > 0 => Framing::Length(n),
+                _ => Framing::Done,
+            }
+        };
+        c.sent_head.clear();
+        c.sent_head.extend_from_slice(&c.inbuf[..head_len]);
+        c.inbuf.copy_within(head_len..c.in_len, 0);
+        c.in_len -= head_len;
+        c.resp_head = false;
+        c.resp_body = Framing::Done;
+        c.forwarded = false;
+        c.origin_reusable = false;
+        c.retried = false;
+        c.exchange = true;
+        let o = match self.pool.pop() {
+            Some(o) => {
+                self.report.origin_reuses += 1;
+                self.origins[o].reused = true;
+                o
+            }
+            None => match self.connect_origin() {
+                Ok(o) => o,
+                Err(_) => {
+                    self.report.bad_gateway += 1;
+                    self.fail_exchange(i, 502);
+                    return true;
+                }
+            },
+        };
+        let c = &mut self.clients[i];
+        c.origin = Some(o);
+        let or = &mut self.origins[o];
+        or.client = Some(i);
+        or.out.extend_from_slice(&c.sent_head);
+        let d = later(self.now, self.cfg.origin_timeout);
+        self.set_deadline(i, d);
+        self.pump_request_body(i);
+        true
+    }
+
+    /// Moves buffered request-body bytes to the origin's output.
+    fn pump_request_body(&mut self, i: usize) {
+        let c = &mut self.clients[i];
+        let Some(o) = c.origin else { return };
+        if c.req_body.is_done() || c.in_len == 0 {
+            return;
+        }
+        let or = &mut self.origins[o];
+        if or.out.len() >= HIGH_WATER {
+            return;
+        }
+        match c.req_body.advance(&c.inbuf[..c.in_len]) {
+            Ok(n) => {
+                or.out.extend_from_slice(&c.inbuf[..n]);
+                c.inbuf.copy_within(n..c.in_len, 0);
+                c.in_len -= n;
+            }
+            Err(_) => {
+                self.report.bad_requests += 1;
+                self.fail_exchange(i, 400);
+            }
+        }
+    }
+
+    fn drive_client(&mut self, i: usize) {
+        loop {
+            let c = &mut self.clients[i];
+            let pending = c.out.len() - c.out_pos;
+            let result = flush(c.fd, &mut c.out, &mut c.out_pos);
+            if pending > 0 && c.out.len() - c.out_pos < pending && c.exchange {
+                // The client reads: the exchange is alive, and the origin may
+                // have been paused by backpressure.
+                let d = later(self.now, self.cfg.origin_timeout);
+                self.set_deadline(i, d);
+                if let Some(o) = self.clients[i].origin {
+                    self.update_origin_interest(o);
+                }
+            }
+            match result {
+                Io::Progress => {}
+                Io::Blocked => break,
+                Io::Closed => return self.close_client(i),
+            }
+            let c = &self.clients[i];
+            if c.close_after && !c.exchange {
+                return self.close_client(i);
+            }
+            if !c.exchange && c.in_len > 0 && self.start_exchange(i) {
+                if let Some(o) = self.clients[i].origin {
+                    self.drive_origin(o);
+                    if self.clients[i].fd < 0 {
+                        return;
+                    }
+                }
+                continue;
+            }
+            let c = &mut self.clients[i];
+            // During an exchange the client stays readable (its next, pipelined
+            // request is buffered, and a vanished client is noticed at once) unless
+            // a request body is waiting for the origin to drain: keeping the
+            // interest steady saves two epoll_ctl calls per request.
+            let reading = !c.eof
+                && if c.exchange {
+                    c.req_body.is_done()
+                        || c.origin
+                            .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
+                } else {
+                    !c.close_after
+                };
+            if !reading {
+                break;
+            }
+            if c.inbuf.len() != self.cfg.limits.max_head {
+                c.inbuf = vec![0; self.cfg.limits.max_head];
+            }
+            if c.in_len >= c.inbuf.len() {
+                break;
+            }
+            match sys::read(c.fd, &mut c.inbuf[c.in_len..]) {
+                Ok(0) if c.exchange => {
+                    // Half-closed after its request: still owed the response.
+                    c.eof = true;
+                    c.close_after = true;
+                    break;
+                }
+                Ok(0) => return self.close_client(i),
+                Ok(n) => {
+                    c.in_len += n;
+                    if c.exchange {
+                        self.pump_request_body(i);
+                        if let Some(o) = self.clients[i].origin {
+                            self.drive_origin(o);
+                            if self.clients[i].fd < 0 {
+                                return;
+                            }
+                        }
+                    } else if c.in_len == n {
+                        // A request head starts: the idle timeout becomes the (same) head timeout.
+                        let d = later(self.now, self.cfg.idle_timeout);
+                        self.set_deadline(i, d);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return self.close_client(i),
+            }
+        }
+        self.update_client_interest(i);
+    }
+
+    fn update_client_interest(&mut self, i: usize) {
+        let c = &self.clients[i];
+        if c.fd < 0 {
+            return;
+        }
+        let mut want = Interest::empty();
+        if c.out_pos < c.out.len() {
+            want |= Interest::WRITE;
+        }
+        // During an exchange the client stays readable (its next, pipelined
+        // request is buffered, and a vanished client is noticed at once) unless
+        // a request body is waiting for the origin to drain: keeping the
+        // interest steady saves two epoll_ctl calls per request.
+        let reading = !c.eof
+            && if c.exchange {
+                c.req_body.is_done()
+                    || c.origin
+                        .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
+            } else {
+                !c.close_after
+            };
+        if reading && c.in_len < self.cfg.limits.max_head {
+            want |= Interest::READ;
+        }
+        if want != c.registered || self.mode == Mode::Oneshot {
+            let tok = token(KIND_CLIENT, i, c.generation);
+            let fd = c.fd;
+            self.clients[i].registered = want;
+            if self
+                .queue
+                .declare_interest(fd, want, Options::new(tok).mode(self.mode))
+                .is_err()
+            {
+                self.close_client(i);
+            }
+        }
+    }
+
+    fn update_origin_interest(&mut self, o: usize) {
+        let or = &self.origins[o];
+        if or.fd < 0 {
+            return;
+        }
+        let mut want = Interest::empty();
+        if or.connecting || or.out_pos < or.out.len() {
+            want |= Interest::WRITE;
+        }
+        match or.client {
+            None => want |= Interest::READ,
+            Some(c) => {
+                if !or.connecting
+                    && self.clients[c].out.len() < HIGH_WATER
+                    && or.in_len < or.inbuf.len()
+                {
+                    want |= Interest::READ;
+                }
+            }
+        }
+        if want != or.registered || self.mode == Mode::Oneshot {
+            let tok = token(KIND_ORIGIN, o, or.generation);
+            let fd = or.fd;
+            self.origins[o].registered = want;
+            if self
+                .queue
+                .declare_interest(fd, want, Options::new(tok).mode(self.mode))
+                .is_err()
+            {
+                self.origin_gone(o, true);
+            }
+        }
+    }
+
+    fn drive_origin(&mut self, o: usize) {
+        let Some(i) = self.origins[o].client else {
+            // Pooled and idle: any event means the origin closed it (or sent junk).
+            return self.close_origin(o);
+        };
+        if self.origins[o].connecting {
+            let fd = self.origins[o].fd;
+            if sys::socket_error(fd).is_err() {
+                return self.origin_gone(o, false);
+            }
+            if !sys::is_connected(fd) {
+                // Still connecting: writability will say when it is done.
+                self.update_origin_interest(o);
+                return;
+            }
+            self.origins[o].connecting = false;
+        }
+        loop {
+            let or = &mut self.origins[o];
+            match flush(or.fd, &mut or.out, &mut or.out_pos) {
+                Io::Progress => {
+                    or.connecting = false;
+                    self.pump_request_body(i);
+                    if self.clients[i].origin != Some(o) {
+                        return;
+                    }
+                }
+                Io::Blocked => {
+                    break;
+                }
+                Io::Closed => return self.origin_gone(o, false),
+            }
+            let or = &mut self.origins[o];
+            if or.out_pos < or.out.len() {
+                continue;
+            }
+            if self.clients[i].out.len() >= HIGH_WATER || or.in_len >= or.inbuf.len() {
+                break;
+            }
+            match sys::read(or.fd, &mut or.inbuf[or.in_len..]) {
+                Ok(0) => return self.origin_gone(o, true),
+                Ok(n) => {
+                    or.connecting = false;
+                    or.in_len += n;
+                    let d = later(self.now, self.cfg.origin_timeout);
+                    self.set_deadline(i, d);
+                    if !self.relay_response(o, i) {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return self.origin_gone(o, false),
+            }
+        }
+        self.update_origin_interest(o);
+        self.update_client_interest(i);
+        if self.clients[i].out_pos < self.clients[i].out.len() {
+            self.drive_client(i);
+        }
+    }
+
+    /// The origin closed (`eof`) or failed. Ends, retries or fails the exchange.
+    fn origin_gone(&mut self, o: usize, eof: bool) {
+        let Some(i) = self.origins[o].client else {
+            return self.close_origin(o);
+        };
+        let reused = self.origins[o].reused;
+        let nothing_back = self.origins[o].in_len == 0 && !self.clients[i].resp_head;
+        self.close_origin(o);
+        self.clients[i].origin = None;
+        let c = &self.clients[i];
+        if c.resp_head && c.resp_body == Framing::UntilClose && eof {
+            // The body ran until close: complete. The client must close too, since
+            // nothing else can tell it where the body ended.
+            let c = &mut self.clients[i];
+            c.resp_body = Framing::Done;
+            c.exchange = false;
+            c.close_after = true;
+            self.report.relayed += 1;
+        } else if reused && nothing_back && !c.retried && c.req_body.is_done() {
+            // A pooled connection the origin had closed while idle: resend once.
+            self.report.retries += 1;
+            match self.connect_origin() {
+                Ok(n) => {
+                    let c = &mut self.clients[i];
+                    c.retried = true;
+                    c.origin = Some(n);
+                    self.origins[n].client = Some(i);
+                    let head = std::mem::take(&mut self.clients[i].sent_head);
+                    self.origins[n].out.extend_from_slice(&head);
+                    self.clients[i].sent_head = head;
+                    self.drive_origin(n);
+                    return;
+                }
+                Err(_) => {
+                    self.report.bad_gateway += 1;
+                    self.fail_exchange(i, 502);
+                }
+            }
+        } else {
+            if !c.forwarded {
+                self.report.bad_gateway += 1;
+            }
+            self.fail_exchange(i, 502);
+        }
+        self.drive_client(i);
+    }
+
+    /// Relays buffered origin bytes to the client. False if the exchange ended in
+    /// a way that closed the origin connection (the caller must stop using `o`).
+    fn relay_response(&mut self, o: usize, i: usize) -> bool {
+        loop {
+            let or = &mut self.origins[o];
+            let c = &mut self.clients[i];
+            if or.in_len == 0 {
+                return true;
+            }
+            if !c.resp_head {
+                let mut headers = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
+                let mut resp = httparse::Response::new(&mut headers);
+                let head_len = match resp.parse(&or.inbuf[..or.in_len]) {
+                    Ok(httparse::Status::Complete(n)) => n,
+                    Ok(httparse::Status::Partial) if or.in_len < or.inbuf.len() => return true,
+                    _ => {
+                        self.report.bad_gateway += 1;
+                        self.fail_exchange(i, 502);
+                        self.drive_client(i);
+                        return false;
+                    }
+                };
+                let code = resp.code.unwrap_or(0);
+                let http11 = resp.version == Some(1);
+                let bh = match body_headers(resp.headers) {
+                    Ok(bh) if (100..600).contains(&code) && code != 101 => bh,
+                    _ => {
+                        self.report.bad_gateway += 1;
+                        self.fail_exchange(i, 502);
+                        self.drive_client(i);
+                        return false;
+                    }
+                };
+                c.out.extend_from_slice(&or.inbuf[..head_len]);
+                or.inbuf.copy_within(head_len..or.in_len, 0);
+                or.in_len -= head_len;
+                if code < 200 {
+                    // Interim response (100 Continue): relay it, wait for the final one.
+                    continue;
+                }
+                c.forwarded = true;
+                c.resp_head = true;
+                c.resp_body = if c.head_only || code == 204 || code == 304 {
+                    Framing::Done
+                } else if bh.chunked {
+                    Framing::chunked()
+                } else if bh.has_transfer_encoding {
+                    Framing::UntilClose
+                } else {
+                    match bh.length {
+                        Some(0) => Framing::Done,
+                        Some(n) => Framing::Length(n),
+                        None => Framing::UntilClose,
+                    }
+                };
+                c.origin_reusable = http11 && !bh.close && c.resp_body != Framing::UntilClose;
+                if c.resp_body == Framing::UntilClose {
+                    c.keep_alive = false;
+                }
+            } else {
+                match c.resp_body.advance(&or.inbuf[..or.in_len]) {
+                    Ok(n) => {
+                        c.out.extend_from_slice(&or.inbuf[..n]);
+                        or.inbuf.copy_within(n..or.in_len, 0);
+                        or.in_len -= n;
+                    }
+                    Err(_) => {
+                        self.fail_exchange(i, 502);
+                        self.drive_client(i);
+                        return false;
+                    }
+                }
+            }
+            if self.clients[i].resp_body.is_done() {
+                self.finish_exchange(o, i);
+                return false;
+            }
+        }
+    }
+
+    fn finish_exchange(&mut self, o: usize, i: usize) {
+        self.report.relayed += 1;
+        let c = &mut self.clients[i];
+        c.exchange = false;
+        c.origin = None;
+        if !c.keep_alive {
+            c.close_after = true;
+        }
+        let reusable = c.origin_reusable;
+        let d = later(self.now, self.cfg.idle_timeout);
+        self.set_deadline(i, d);
+        let or = &mut self.origins[o];
+        if reusable
+            && or.in_len == 0
+            && or.out_pos >= or.out.len()
+            && self.pool.len() < self.cfg.pool_size
+        {
+            or.client = None;
+            or.out.clear();
+            or.out_pos = 0;
+            self.pool.push(o);
+            self.update_origin_interest(o);
+        } else {
+            self.close_origin(o);
+        }
+        self.drive_client(i);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if self.spare >= 0 {
+            sys::close(self.spare);
+        }
+    }
+}
+
+/// Sends `out[*pos..]`; clears the buffer when all is sent.
+fn flush(fd: RawFd, out: &mut Vec<u8>, pos: &mut usize) -> Io {
+    while *pos < out.len() {
+        match sys::send(fd, &out[*pos..]) {
+            Ok(n) => *pos += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Io::Blocked,
+            Err(_) => return Io::Closed,
+        }
+    }
+    out.clear();
+    *pos = 0;
+    Io::Progress
+}

@@ -1,0 +1,282 @@
+//! Starting and stopping a server: binding the listeners for the chosen
+//! [`AcceptMode`], building one worker (and one [`EventQueue`]) per thread, and
+//! [`ServerHandle`] to stop it and read its counters. The event loop itself is
+//! in `worker.rs`.
+
+use crate::config::{AcceptMode, DeliveryMode, ServeConfig};
+use crate::date::DateCache;
+use crate::request::{Content, FileRoot, Scratch, Site};
+use crate::stats::{ServeReport, WorkerCounters};
+use crate::sys;
+use crate::worker::{token, Shared, Worker, KIND_LISTENER, KIND_SIGNAL};
+use evq::{BackendKind, EventQueue, Interest, LoadLimiter, Mode, Notifier, Options};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// A server running in this process (for tests and the lab): worker threads
+/// serving until [`ServerHandle::stop`].
+pub struct ServerHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    notifiers: Vec<Notifier>,
+    threads: Vec<JoinHandle<io::Result<()>>>,
+    _listener: Option<OwnedFd>,
+}
+
+impl ServerHandle {
+    /// Binds, builds one queue per thread and starts serving.
+    ///
+    /// # Errors
+    /// Bind/listen errors, an unavailable backend, a backend without wake-one for
+    /// `--accept exclusive` with several threads, an unreadable `--root`.
+    pub fn start(cfg: &ServeConfig) -> io::Result<ServerHandle> {
+        sys::ignore_sigpipe();
+        let kind = match cfg.backend {
+            Some(k) => {
+                k.available()?;
+                k
+            }
+            None => BackendKind::from_env_or_best()?,
+        };
+        let threads = cfg.threads.max(1);
+        let wake_one = cfg.accept == AcceptMode::Exclusive && threads > 1;
+        if wake_one && !kind.capabilities().wake_one {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("the {kind} backend cannot wake one thread per connection; use --accept reuseport or shared, or --threads 1"),
+            ));
+        }
+        let content = Arc::new(match &cfg.root {
+            Some(dir) => Content::Files(FileRoot::open(dir)?),
+            None => Content::Fixed(fixed_body(cfg.reply_size)),
+        });
+        let signal_fd = if cfg.handle_signals {
+            Some(sys::install_shutdown_signals()?)
+        } else {
+            None
+        };
+        // Bind the first socket to learn the port (the config may say 0), then the
+        // others (reuseport) to the same address.
+        let first = sys::listen(cfg.listen, cfg.accept == AcceptMode::Reuseport, cfg.backlog)?;
+        let addr = sys::local_addr(sys::raw(&first))?;
+        let mut listeners: Vec<OwnedFd> = vec![first];
+        if cfg.accept == AcceptMode::Reuseport {
+            for _ in 1..threads {
+                listeners.push(sys::listen(addr, true, cfg.backlog)?);
+            }
+        }
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            open: AtomicUsize::new(0),
+            counters: (0..threads).map(|_| WorkerCounters::default()).collect(),
+            backend: kind,
+        });
+        let caps = kind.capabilities();
+        let conn_mode = if let Some(m) = cfg.mode {
+            let ok = match m {
+                DeliveryMode::Level => caps.level,
+                DeliveryMode::Event => caps.event,
+                DeliveryMode::Oneshot => caps.oneshot,
+            };
+            if !ok {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the {kind} backend cannot register connections in {m:?} mode"),
+                ));
+            }
+            m.to_mode()
+        } else if caps.event {
+            Mode::Event
+        } else if caps.level {
+            Mode::Level
+        } else if caps.oneshot {
+            Mode::Oneshot
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("the {kind} backend offers no delivery mode the server can use"),
+            ));
+        };
+        let listener_mode = if caps.level {
+            Mode::Level
+        } else if caps.event {
+            Mode::Event
+        } else {
+            Mode::Oneshot
+        };
+        let mut workers = Vec::with_capacity(threads);
+        let mut owned_listener = None;
+        let mut per_thread = listeners.into_iter();
+        let shared_fd = if cfg.accept == AcceptMode::Reuseport {
+            None
+        } else {
+            let fd = per_thread
+                .next()
+                .ok_or_else(|| io::Error::other("no listener"))?;
+            let raw = sys::raw(&fd);
+            owned_listener = Some(fd);
+            Some(raw)
+        };
+        for id in 0..threads {
+            let (listener, owns) = match shared_fd {
+                Some(fd) => (fd, false),
+                None => match per_thread.next() {
+                    Some(fd) => (std::os::fd::IntoRawFd::into_raw_fd(fd), true),
+                    None => return Err(io::Error::other("missing reuseport listener")),
+                },
+            };
+            let mut queue = EventQueue::with_backend(kind)?;
+            let listener_opts = Options::new(token(KIND_LISTENER, 0, 0))
+                .mode(listener_mode)
+                .wake_one(wake_one);
+            queue.declare_interest(listener, Interest::READ, listener_opts)?;
+            if let Some(fd) = signal_fd {
+                let opts = Options::new(token(KIND_SIGNAL, 0, 0)).mode(listener_mode);
+                queue.declare_interest(fd, Interest::READ, opts)?;
+            }
+            workers.push(Worker {
+                id,
+                queue,
+                shared: shared.clone(),
+                listener,
+                owns_listener: owns,
+                listener_opts,
+                listening: true,
+                signal_fd,
+                conn_mode,
+                listener_mode,
+                conns: Vec::new(),
+                free: Vec::new(),
+                open: 0,
+                in_pool: Vec::new(),
+                out_pool: Vec::new(),
+                site: Site {
+                    content: content.clone(),
+                    limits: cfg.limits,
+                    closing: false,
+                    stats_path: cfg.stats_path.clone(),
+                },
+                fixed: match &*content {
+                    Content::Fixed(b) => Some(b.clone()),
+                    Content::Files(_) => None,
+                },
+                scratch: Scratch::default(),
+                date: DateCache::new(),
+                limiter: cfg.shed.map(|s| LoadLimiter::new(s.gain, s.threshold)),
+                spare: sys::open_spare().unwrap_or(-1),
+                max_events: cfg.shed.map_or(cfg.max_events, |s| s.max_events).max(1),
+                header_timeout: cfg.header_timeout,
+                idle_timeout: cfg.idle_timeout,
+                max_conns: cfg.max_conns,
+                grace: cfg.grace,
+                shutdown_deadline: None,
+                now: Instant::now(),
+                epoch: Instant::now(),
+            });
+        }
+        let notifiers = workers.iter().map(|w| w.queue.notifier()).collect();
+        let mut handles = Vec::with_capacity(threads);
+        for w in workers {
+            let name = format!("evq-serve-{}", w.id);
+            handles.push(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || w.run())?,
+            );
+        }
+        Ok(ServerHandle {
+            addr,
+            shared,
+            notifiers,
+            threads: handles,
+            _listener: owned_listener,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The counters so far.
+    pub fn report(&self) -> ServeReport {
+        self.shared.report()
+    }
+
+    /// Starts a graceful shutdown without waiting for it.
+    pub fn request_stop(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for n in &self.notifiers {
+            let _ = n.notify();
+        }
+    }
+
+    /// Stops accepting, lets in-flight requests finish (up to the grace time),
+    /// and returns the final counters.
+    pub fn stop(mut self) -> ServeReport {
+        self.request_stop();
+        // A worker's error is already over; the counters tell what it did.
+        let _ = self.join();
+        self.shared.report()
+    }
+
+    /// Waits until the workers exit (after SIGINT/SIGTERM when `handle_signals`,
+    /// or another thread's `request_stop`), returning the final counters or the
+    /// first worker error.
+    ///
+    /// # Errors
+    /// The error that ended a worker.
+    pub fn wait(mut self) -> io::Result<ServeReport> {
+        let r = self.join();
+        r.map(|()| self.shared.report())
+    }
+
+    fn join(&mut self) -> io::Result<()> {
+        let mut result = Ok(());
+        for t in self.threads.drain(..) {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("server worker panicked")));
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.request_stop();
+            let _ = self.join();
+        }
+    }
+}
+
+/// Runs a server until SIGINT/SIGTERM (with `cfg.handle_signals`) and returns its
+/// counters.
+///
+/// # Errors
+/// As [`ServerHandle::start`], or the error that ended a worker.
+pub fn serve(cfg: &ServeConfig) -> io::Result<ServeReport> {
+    ServerHandle::start(cfg)?.wait()
+}
+
+fn fixed_body(n: usize) -> Arc<[u8]> {
+    // A recognisable, printable pattern rather than zeros.
+    (0..n)
+        .map(|i| {
+            if i % 64 == 63 {
+                b'\n'
+            } else {
+                b'a' + (i % 26) as u8
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,186 @@
+//! Server counters: one block per worker thread, written only by that thread
+//! (relaxed load + store, no locked instruction on the hot path), read by anyone
+//! for `--stats-path` and the exit report.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Statuses the server can answer with, in counter order.
+pub const STATUSES: [u16; 15] = [
+    200, 304, 400, 403, 404, 405, 408, 413, 414, 431, 500, 501, 502, 503, 504,
+];
+
+fn status_index(status: u16) -> usize {
+    STATUSES
+        .iter()
+        .position(|&s| s == status)
+        .unwrap_or(STATUSES.len() - 1)
+}
+
+/// One worker's counters.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    requests: AtomicU64,
+    statuses: [AtomicU64; STATUSES.len()],
+    accepts: AtomicU64,
+    shed_resets: AtomicU64,
+    rejected_max_conns: AtomicU64,
+    accept_fd_exhausted: AtomicU64,
+    timeouts: AtomicU64,
+    wakeups: AtomicU64,
+    events: AtomicU64,
+    bytes_sent: AtomicU64,
+    open_conns: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    // Single writer: a plain load and store is enough and avoids a locked add.
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+impl WorkerCounters {
+    pub(crate) fn request(&self) {
+        bump(&self.requests, 1);
+    }
+    pub(crate) fn status(&self, status: u16) {
+        bump(&self.statuses[status_index(status)], 1);
+    }
+    pub(crate) fn accept(&self) {
+        bump(&self.accepts, 1);
+    }
+    pub(crate) fn shed_reset(&self) {
+        bump(&self.shed_resets, 1);
+    }
+    pub(crate) fn rejected(&self) {
+        bump(&self.rejected_max_conns, 1);
+    }
+    pub(crate) fn fd_exhausted(&self) {
+        bump(&self.accept_fd_exhausted, 1);
+    }
+    pub(crate) fn timeout(&self) {
+        bump(&self.timeouts, 1);
+    }
+    pub(crate) fn wakeup(&self, events: usize) {
+        bump(&self.wakeups, 1);
+        bump(&self.events, events as u64);
+    }
+    pub(crate) fn sent(&self, n: usize) {
+        bump(&self.bytes_sent, n as u64);
+    }
+    pub(crate) fn set_open(&self, n: usize) {
+        self.open_conns.store(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// A snapshot of all counters, summed over workers: the exit report and the JSON
+/// served at `--stats-path`.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ServeReport {
+    /// Backend name.
+    pub backend: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Requests parsed (including those answered with an error).
+    pub requests: u64,
+    /// Responses by status code.
+    pub responses: BTreeMap<u16, u64>,
+    /// Connections accepted (including those then shed or rejected).
+    pub accepts: u64,
+    /// Connections reset because the load limiter said "overloaded".
+    pub shed_resets: u64,
+    /// Connections closed at once because `--max-conns` were open.
+    pub rejected_max_conns: u64,
+    /// Accepts that met `EMFILE`/`ENFILE` (connection accepted and closed via the
+    /// spare descriptor).
+    pub accept_fd_exhausted: u64,
+    /// Connections closed by the header or idle timeout.
+    pub timeouts: u64,
+    /// `get_next_event` calls that returned.
+    pub wakeups: u64,
+    /// Events they returned.
+    pub events: u64,
+    /// `events / wakeups`.
+    pub events_per_call: f64,
+    /// Bytes written to clients.
+    pub bytes_sent: u64,
+    /// Connections open when the snapshot was taken.
+    pub open_conns: u64,
+}
+
+impl ServeReport {
+    /// Sums the counters of `workers`.
+    pub(crate) fn collect(backend: &str, workers: &[WorkerCounters]) -> ServeReport {
+        let mut r = ServeReport {
+            backend: backend.to_string(),
+            threads: workers.len(),
+            ..ServeReport::default()
+        };
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        for w in workers {
+            r.requests += get(&w.requests);
+            for (i, s) in STATUSES.iter().enumerate() {
+                let n = get(&w.statuses[i]);
+                if n > 0 {
+                    *r.responses.entry(*s).or_insert(0) += n;
+                }
+            }
+            r.accepts += get(&w.accepts);
+            r.shed_resets += get(&w.shed_resets);
+            r.rejected_max_conns += get(&w.rejected_max_conns);
+            r.accept_fd_exhausted += get(&w.accept_fd_exhausted);
+            r.timeouts += get(&w.timeouts);
+            r.wakeups += get(&w.wakeups);
+            r.events += get(&w.events);
+            r.bytes_sent += get(&w.bytes_sent);
+            r.open_conns += get(&w.open_conns);
+        }
+        r.events_per_call = if r.wakeups > 0 {
+            r.events as f64 / r.wakeups as f64
+        } else {
+            0.0
+        };
+        r
+    }
+
+    /// Responses with `status` so far.
+    pub fn responses_with(&self, status: u16) -> u64 {
+        self.responses.get(&status).copied().unwrap_or(0)
+    }
+
+    /// The report as one JSON object.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+}
+
+impl std::fmt::Display for ServeReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "backend {} threads {}: {} requests, {} accepts, {} shed resets, {} rejected (max-conns), {} fd-exhausted accepts, {} timeouts",
+            self.backend,
+            self.threads,
+            self.requests,
+            self.accepts,
+            self.shed_resets,
+            self.rejected_max_conns,
+            self.accept_fd_exhausted,
+            self.timeouts
+        )?;
+        let by: Vec<String> = self
+            .responses
+            .iter()
+            .map(|(s, n)| format!("{s}:{n}"))
+            .collect();
+        write!(
+            f,
+            "responses {}; {} wakeups, {} events ({:.2} per call), {} bytes sent",
+            by.join(" "),
+            self.wakeups,
+            self.events,
+            self.events_per_call,
+            self.bytes_sent
+        )
+    }
+}

@@ -1,0 +1,725 @@
+//! One worker thread's event loop: its [`EventQueue`], its connections in a slab,
+//! its buffer pools, timers and load limiter. [`crate::ServerHandle`] builds one per
+//! thread and runs it.
+//!
+//! A connection that has nothing buffered holds no buffer: an idle connection
+//! costs its slab entry, its interest-table entry and one timer. Buffers are taken
+//! from the worker's pool when bytes arrive and given back when the connection is
+//! quiet again, so the steady state allocates nothing per request.
+
+use crate::date::DateCache;
+use crate::request::{handle_request, write_simple_head, Body, Outcome, Scratch, Site};
+use crate::stats::{ServeReport, WorkerCounters};
+use crate::sys::{self, later};
+use evq::{BackendKind, EventQueue, Events, Interest, LoadLimiter, Mode, Options, TimerId};
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Token layout: the top two bits say what an event is about.
+pub(crate) const KIND_SHIFT: u32 = 62;
+pub(crate) const KIND_CONN: u64 = 0;
+pub(crate) const KIND_TIMER: u64 = 1;
+pub(crate) const KIND_LISTENER: u64 = 2;
+pub(crate) const KIND_SIGNAL: u64 = 3;
+pub(crate) const GEN_MASK: u32 = (1 << 30) - 1;
+
+pub(crate) fn token(kind: u64, index: u32, generation: u32) -> u64 {
+    (kind << KIND_SHIFT) | (((generation & GEN_MASK) as u64) << 32) | index as u64
+}
+
+/// Buffers kept in a worker's pool beyond which returned ones are freed.
+const POOL_KEEP: usize = 1024;
+/// Output buffered per connection before the server stops answering pipelined
+/// requests and waits for the client to read.
+const OUT_HIGH_WATER: usize = 64 * 1024;
+/// Accepts per listener event, so one busy listener cannot starve connections.
+const ACCEPTS_PER_EVENT: usize = 64;
+
+#[derive(Debug)]
+enum Sending {
+    None,
+    Fixed { offset: usize },
+    File { fd: RawFd, offset: i64, left: u64 },
+}
+
+/// One connection's state. Kept small: idle connections are most connections.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    fd: RawFd,
+    generation: u32,
+    /// Interest currently registered (level mode changes it; event mode never).
+    interest: Interest,
+    /// A request head has started arriving (the header timeout runs).
+    in_request: bool,
+    /// Close once the output is sent.
+    close_after: bool,
+    /// Timeout for whatever the connection is doing now, in milliseconds since
+    /// the worker's epoch (4 bytes instead of an `Instant`'s 16).
+    deadline: u32,
+    /// The armed timer and the deadline it was armed for.
+    timer: Option<(TimerId, u32)>,
+    inbuf: Vec<u8>,
+    in_len: usize,
+    out: Vec<u8>,
+    out_pos: usize,
+    sending: Sending,
+}
+
+pub(crate) struct Shared {
+    pub(crate) stop: AtomicBool,
+    pub(crate) open: AtomicUsize,
+    pub(crate) counters: Box<[WorkerCounters]>,
+    pub(crate) backend: BackendKind,
+}
+
+impl Shared {
+    pub(crate) fn report(&self) -> ServeReport {
+        ServeReport::collect(self.backend.name(), &self.counters)
+    }
+}
+
+pub(crate) struct Worker {
+    pub(crate) id: usize,
+    pub(crate) queue: EventQueue,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) listener: RawFd,
+    pub(crate) owns_listener: bool,
+    pub(crate) listener_opts: Options,
+    pub(crate) listening: bool,
+    pub(crate) signal_fd: Option<RawFd>,
+    /// How connections are registered: `Event` (edge) where the backend has it,
+    /// else `Level`, else `Oneshot` (re-armed after every event).
+    pub(crate) conn_mode: Mode,
+    /// How the listener is registered: `Level` where possible (a batch of
+    /// accepts per event), else `Event`/`Oneshot` (accept until `EAGAIN`).
+    pub(crate) listener_mode: Mode,
+    pub(crate) conns: Vec<Conn>,
+    pub(crate) free: Vec<u32>,
+    pub(crate) open: usize,
+    pub(crate) in_pool: Vec<Vec<u8>>,
+    pub(crate) out_pool: Vec<Vec<u8>>,
+    pub(crate) site: Site,
+    pub(crate) fixed: Option<Arc<[u8]>>,
+    pub(crate) scratch: Scratch,
+    pub(crate) date: DateCache,
+    pub(crate) limiter: Option<LoadLimiter>,
+    pub(crate) spare: RawFd,
+    pub(crate) max_events: usize,
+    pub(crate) header_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) max_conns: usize,
+    pub(crate) grace: Duration,
+    pub(crate) shutdown_deadline: Option<Instant>,
+    pub(crate) now: Instant,
+    pub(crate) epoch: Instant,
+}
+
+enum Flush {
+    Done,
+    Blocked,
+    Failed,
+}
+
+impl Worker {
+    pub(crate) fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(self.max_events);
+        let result = loop {
+            let timeout = self
+                .shutdown_deadline
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            let n = match self.queue.get_next_event(&mut events, timeout) {
+                Ok(n) => n,
+                Err(e) => break Err(e),
+            };
+            self.now = Instant::now();
+            self.shared.counters[self.id].wakeup(n);
+            if let Some(l) = &mut self.limiter {
+                l.observe(n);
+            }
+            self.date.refresh();
+            for ev in events.iter() {
+                let t = ev.token();
+                if ev.is_notify() {
+                    continue;
+                }
+                let index = t as u32;
+                let generation = (t >> 32) as u32 & GEN_MASK;
+                match t >> KIND_SHIFT {
+                    KIND_CONN => self.on_conn_event(index, generation),
+                    KIND_TIMER => self.on_timer(index, generation),
+                    KIND_LISTENER => {
+                        if ev.is_timer() {
+                            self.resume_accepting();
+                        } else {
+                            self.on_accept();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let stop = self.shared.stop.load(Ordering::Relaxed)
+                || (self.signal_fd.is_some() && sys::shutdown_requested());
+            if stop && self.shutdown_deadline.is_none() {
+                self.begin_shutdown();
+            }
+            if let Some(d) = self.shutdown_deadline {
+                if self.open == 0 || Instant::now() >= d {
+                    break Ok(());
+                }
+            }
+            self.shared.counters[self.id].set_open(self.open);
+        };
+        self.teardown();
+        result
+    }
+
+    fn begin_shutdown(&mut self) {
+        self.shutdown_deadline = Some(later(Instant::now(), self.grace));
+        self.site.closing = true;
+        self.stop_listening();
+        if let Some(fd) = self.signal_fd.take() {
+            let _ = self
+                .queue
+                .declare_interest(fd, Interest::empty(), Options::new(0));
+        }
+        // Idle connections have nothing in flight: close them now. The rest finish
+        // their current request and close (every response now says close).
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.fd >= 0 && c.in_len == 0 && !self.has_output(i) {
+                self.close_conn(i);
+            }
+        }
+    }
+
+    fn stop_listening(&mut self) {
+        if self.listening {
+            self.listening = false;
+            if self.owns_listener {
+                let _ = self.queue.close(self.listener);
+                self.owns_listener = false;
+            } else {
+                let _ =
+                    self.queue
+                        .declare_interest(self.listener, Interest::empty(), Options::new(0));
+            }
+        }
+    }
+
+    fn teardown(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].fd >= 0 {
+                self.close_conn(i);
+            }
+        }
+        self.stop_listening();
+        if self.spare >= 0 {
+            sys::close(self.spare);
+            self.spare = -1;
+        }
+        self.shared.counters[self.id].set_open(0);
+    }
+
+    /// Stops watching the listener for a moment (descriptors exhausted and no
+    /// spare to shed with): a level-triggered listener would otherwise spin.
+    fn pause_accepting(&mut self) {
+        if self.listening {
+            let _ = self
+                .queue
+                .declare_interest(self.listener, Interest::empty(), Options::new(0));
+            self.queue
+                .add_timer_after(Duration::from_millis(100), token(KIND_LISTENER, 0, 0));
+        }
+    }
+
+    fn resume_accepting(&mut self) {
+        if self.listening {
+            if self.spare < 0 {
+                self.spare = sys::open_spare().unwrap_or(-1);
+            }
+            if self
+                .queue
+                .declare_interest(self.listener, Interest::READ, self.listener_opts)
+                .is_err()
+            {
+                self.pause_accepting();
+            }
+        }
+    }
+
+    fn on_accept(&mut self) {
+        if !self.listening {
+            return;
+        }
+        self.accept_batch();
+        if self.listener_mode == Mode::Oneshot
+            && self.listening
+            && self
+                .queue
+                .declare_interest(self.listener, Interest::READ, self.listener_opts)
+                .is_err()
+        {
+            self.pause_accepting();
+        }
+    }
+
+    fn accept_batch(&mut self) {
+        // A level-triggered listener comes back if more are waiting; the others
+        // must be drained to EAGAIN now or their connections wait forever.
+        let batch = if self.listener_mode == Mode::Level {
+            ACCEPTS_PER_EVENT
+        } else {
+            usize::MAX
+        };
+        for _ in 0..batch {
+            let fd = match sys::accept(self.listener) {
+                Ok(fd) => fd,
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EAGAIN) => return,
+                    Some(libc::EINTR) | Some(libc::ECONNABORTED) | Some(libc::EPROTO) => continue,
+                    Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS)
+                    | Some(libc::ENOMEM) => {
+                        self.shared.counters[self.id].fd_exhausted();
+                        // The reserve-descriptor trick: free the spare, take the
+                        // connection off the queue and close it, re-reserve.
+                        if self.spare >= 0 {
+                            sys::close(self.spare);
+                            self.spare = -1;
+                            if let Ok(fd) = sys::accept(self.listener) {
+                                sys::close(fd);
+                            }
+                            self.spare = sys::open_spare().unwrap_or(-1);
+                        }
+                        if self.spare < 0 {
+                            self.pause_accepting();
+                            return;
+                        }
+                        continue;
+                    }
+                    _ => return,
+                },
+            };
+            let counters = &self.shared.counters[self.id];
+            counters.accept();
+            if self.limiter.is_some_and(|l| l.overloaded()) {
+                let _ = sys::set_linger_reset(fd);
+                sys::close(fd);
+                counters.shed_reset();
+                continue;
+            }
+            if self.shared.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
+                self.shared.open.fetch_sub(1, Ordering::Relaxed);
+                sys::close(fd);
+                counters.rejected();
+                continue;
+            }
+            let _ = sys::set_nodelay(fd);
+            if let Some(i) = self.add_conn(fd) {
+                // phhttpd's habit: the request is often already here, so read now
+                // instead of going round the event loop first.
+                self.drive(i);
+            }
+        }
+    }
+
+    fn add_conn(&mut self, fd: RawFd) -> Option<usize> {
+        let index = match self.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                self.conns.push(Conn {
+                    fd: -1,
+                    generation: 0,
+                    interest: Interest::empty(),
+                    in_request: false,
+                    close_after: false,
+                    deadline: 0,
+                    timer: None,
+                    inbuf: Vec::new(),
+                    in_len: 0,
+                    out: Vec::new(),
+                    out_pos: 0,
+                    sending: Sending::None,
+                });
+                self.conns.len() - 1
+            }
+        };
+        let mode = self.conn_mode;
+        let interest = if mode == Mode::Event {
+            Interest::READ | Interest::WRITE
+        } else {
+            Interest::READ
+        };
+        let c = &mut self.conns[index];
+        c.fd = fd;
+        c.interest = interest;
+        c.in_request = false;
+        c.close_after = false;
+        let tok = token(KIND_CONN, index as u32, c.generation);
+        if self
+            .queue
+            .declare_interest(fd, interest, Options::new(tok).mode(mode))
+            .is_err()
+        {
+            let c = &mut self.conns[index];
+            c.fd = -1;
+            self.free.push(index as u32);
+            sys::close(fd);
+            self.shared.open.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        self.open += 1;
+        let deadline = later(self.now, self.idle_timeout);
+        self.set_deadline(index, deadline);
+        Some(index)
+    }
+
+    fn close_conn(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if c.fd < 0 {
+            return;
+        }
+        let fd = c.fd;
+        c.fd = -1;
+        c.generation = c.generation.wrapping_add(1) & GEN_MASK;
+        c.in_len = 0;
+        c.out_pos = 0;
+        if let Sending::File { fd, .. } = c.sending {
+            sys::close(fd);
+        }
+        c.sending = Sending::None;
+        let timer = c.timer.take();
+        let inbuf = std::mem::take(&mut c.inbuf);
+        let out = std::mem::take(&mut c.out);
+        if let Some((id, _)) = timer {
+            self.queue.cancel_timer(id);
+        }
+        self.give_in(inbuf);
+        self.give_out(out);
+        let _ = self.queue.close(fd);
+        self.free.push(i as u32);
+        self.open -= 1;
+        self.shared.open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn give_in(&mut self, buf: Vec<u8>) {
+        if buf.capacity() > 0 && self.in_pool.len() < POOL_KEEP {
+            self.in_pool.push(buf);
+        }
+    }
+
+    fn give_out(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() > 0
+            && buf.capacity() <= 4 * OUT_HIGH_WATER
+            && self.out_pool.len() < POOL_KEEP
+        {
+            buf.clear();
+            self.out_pool.push(buf);
+        }
+    }
+
+    /// Moves the connection's deadline, re-arming its timer only when it must fire
+    /// earlier; a later deadline is picked up when the current timer fires.
+    fn set_deadline(&mut self, i: usize, deadline: Instant) {
+        let deadline = self.millis(deadline);
+        let c = &mut self.conns[i];
+        c.deadline = deadline;
+        match c.timer {
+            Some((_, at)) if at <= deadline => {}
+            Some((id, _)) => {
+                self.queue.cancel_timer(id);
+                self.arm_timer(i);
+            }
+            None => self.arm_timer(i),
+        }
+    }
+
+    fn arm_timer(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        let at = self.epoch + Duration::from_millis(c.deadline as u64);
+        let id = self
+            .queue
+            .add_timer(at, token(KIND_TIMER, i as u32, c.generation));
+        c.timer = Some((id, c.deadline));
+    }
+
+    /// Milliseconds from the worker's epoch to `t` (saturating: 49 days of range).
+    fn millis(&self, t: Instant) -> u32 {
+        u32::try_from(t.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u32::MAX)
+    }
+
+    fn live(&self, index: u32, generation: u32) -> Option<usize> {
+        let i = index as usize;
+        match self.conns.get(i) {
+            Some(c) if c.fd >= 0 && c.generation == generation => Some(i),
+            _ => None,
+        }
+    }
+
+    fn on_timer(&mut self, index: u32, generation: u32) {
+        let Some(i) = self.live(index, generation) else {
+            return;
+        };
+        self.conns[i].timer = None;
+        if self.millis(self.now) >= self.conns[i].deadline {
+            self.shared.counters[self.id].timeout();
+            self.close_conn(i);
+        } else {
+            self.arm_timer(i);
+        }
+    }
+
+    fn on_conn_event(&mut self, index: u32, generation: u32) {
+        if let Some(i) = self.live(index, generation) {
+            self.drive(i);
+        }
+    }
+
+    fn has_output(&self, i: usize) -> bool {
+        let c = &self.conns[i];
+        c.out_pos < c.out.len() || !matches!(c.sending, Sending::None)
+    }
+
+    /// Does everything the connection allows without blocking: send what is
+    /// pending, answer buffered requests, read more; then registers the interest
+    /// that will bring it back.
+    fn drive(&mut self, i: usize) {
+        let mut want = Interest::READ;
+        loop {
+            if self.has_output(i) {
+                match self.flush(i) {
+                    Flush::Done => {}
+                    Flush::Blocked => {
+                        want = Interest::WRITE;
+                        break;
+                    }
+                    Flush::Failed => return self.close_conn(i),
+                }
+                if self.conns[i].close_after {
+                    return self.close_conn(i);
+                }
+                let timeout = if self.conns[i].in_request {
+                    self.header_timeout
+                } else {
+                    self.idle_timeout
+                };
+                let deadline = later(self.now, timeout);
+                self.set_deadline(i, deadline);
+                if self.shutdown_deadline.is_some() && self.conns[i].in_len == 0 {
+                    return self.close_conn(i);
+                }
+            }
+            if self.conns[i].in_len > 0 && self.answer(i) {
+                continue;
+            }
+            match self.read(i) {
+                Ok(true) => {
+                    if self.answer(i) {
+                        continue;
+                    }
+                    // A partial head: keep reading (event mode needs EAGAIN).
+                }
+                Ok(false) => break,
+                Err(()) => return self.close_conn(i),
+            }
+        }
+        if self.conns[i].in_len == 0 {
+            let buf = std::mem::take(&mut self.conns[i].inbuf);
+            self.give_in(buf);
+        }
+        let rearm = match self.conn_mode {
+            Mode::Event => false,
+            Mode::Level => self.conns[i].interest != want,
+            Mode::Oneshot => true,
+        };
+        if rearm {
+            let c = &mut self.conns[i];
+            c.interest = want;
+            let tok = token(KIND_CONN, i as u32, c.generation);
+            if self
+                .queue
+                .declare_interest(c.fd, want, Options::new(tok).mode(self.conn_mode))
+                .is_err()
+            {
+                self.close_conn(i);
+            }
+        }
+    }
+
+    /// Reads what fits into the connection's input buffer. `Ok(true)`: new bytes;
+    /// `Ok(false)`: nothing now (wait for readiness); `Err`: close.
+    fn read(&mut self, i: usize) -> Result<bool, ()> {
+        let max_head = self.site.limits.max_head;
+        if self.conns[i].inbuf.is_empty() {
+            let buf = self.in_pool.pop().unwrap_or_else(|| vec![0; max_head]);
+            self.conns[i].inbuf = buf;
+        }
+        let c = &mut self.conns[i];
+        if c.in_len >= c.inbuf.len() {
+            // Full and still incomplete: answer() has already replied 431.
+            return Err(());
+        }
+        loop {
+            match sys::read(c.fd, &mut c.inbuf[c.in_len..]) {
+                Ok(0) => return Err(()),
+                Ok(n) => {
+                    let started = c.in_len == 0;
+                    c.in_len += n;
+                    if started && !c.in_request {
+                        c.in_request = true;
+                        let d = later(self.now, self.header_timeout);
+                        self.set_deadline(i, d);
+                    }
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(_) => return Err(()),
+            }
+        }
+    }
+
+    /// Answers as many buffered requests as the output allows. True if it made
+    /// progress (a response is queued).
+    fn answer(&mut self, i: usize) -> bool {
+        let mut progressed = false;
+        loop {
+            let c = &mut self.conns[i];
+            if c.in_len == 0
+                || c.close_after
+                || !matches!(c.sending, Sending::None)
+                || c.out.len() >= OUT_HIGH_WATER
+            {
+                break;
+            }
+            if c.out.capacity() == 0 {
+                c.out = self.out_pool.pop().unwrap_or_default();
+            }
+            let c = &mut self.conns[i];
+            let outcome = handle_request(
+                &c.inbuf[..c.in_len],
+                &self.site,
+                self.date.text(),
+                &mut self.scratch,
+                &mut c.out,
+            );
+            let counters = &self.shared.counters[self.id];
+            let reply = match outcome {
+                Outcome::Incomplete => break,
+                Outcome::Done(r) => r,
+                Outcome::Stats { reply, head_only } => {
+                    let json = self.shared.report().to_json();
+                    write_simple_head(
+                        &mut c.out,
+                        200,
+                        self.date.text(),
+                        "application/json",
+                        json.len() as u64 + 1,
+                        reply.keep_alive,
+                    );
+                    if !head_only {
+                        c.out.extend_from_slice(json.as_bytes());
+                        c.out.push(b'\n');
+                    }
+                    reply
+                }
+            };
+            counters.request();
+            counters.status(reply.status);
+            progressed = true;
+            let consumed = reply.consumed.min(c.in_len);
+            c.inbuf.copy_within(consumed..c.in_len, 0);
+            c.in_len -= consumed;
+            c.in_request = c.in_len > 0;
+            if !reply.keep_alive {
+                c.close_after = true;
+                c.in_len = 0;
+            }
+            c.sending = match reply.body {
+                Body::None => Sending::None,
+                Body::Fixed { offset } => Sending::Fixed { offset },
+                Body::File { fd, len } => Sending::File {
+                    fd,
+                    offset: 0,
+                    left: len,
+                },
+            };
+        }
+        progressed
+    }
+
+    fn flush(&mut self, i: usize) -> Flush {
+        let counters = &self.shared.counters[self.id];
+        let c = &mut self.conns[i];
+        let more = !matches!(c.sending, Sending::None);
+        while c.out_pos < c.out.len() {
+            match sys::send_more(c.fd, &c.out[c.out_pos..], more) {
+                Ok(n) => {
+                    c.out_pos += n;
+                    counters.sent(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.blocked(i),
+                Err(_) => return Flush::Failed,
+            }
+        }
+        c.out.clear();
+        c.out_pos = 0;
+        loop {
+            match &mut c.sending {
+                Sending::None => break,
+                Sending::Fixed { offset } => {
+                    let Some(body) = &self.fixed else {
+                        c.sending = Sending::None;
+                        break;
+                    };
+                    if *offset >= body.len() {
+                        c.sending = Sending::None;
+                        break;
+                    }
+                    match sys::send(c.fd, &body[*offset..]) {
+                        Ok(n) => {
+                            *offset += n;
+                            counters.sent(n);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.blocked(i),
+                        Err(_) => return Flush::Failed,
+                    }
+                }
+                Sending::File { fd, offset, left } => {
+                    if *left == 0 {
+                        sys::close(*fd);
+                        c.sending = Sending::None;
+                        break;
+                    }
+                    let chunk = (*left).min(1 << 30) as usize;
+                    match sys::sendfile(c.fd, *fd, offset, chunk) {
+                        // The file shrank under us: the promised length cannot be
+                        // kept, so the connection must close.
+                        Ok(0) => return Flush::Failed,
+                        Ok(n) => {
+                            *left -= n as u64;
+                            counters.sent(n);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.blocked(i),
+                        Err(_) => return Flush::Failed,
+                    }
+                }
+            }
+        }
+        let out = std::mem::take(&mut self.conns[i].out);
+        self.give_out(out);
+        Flush::Done
+    }
+
+    /// Output is stuck: give the client an idle timeout's worth of time to read.
+    fn blocked(&mut self, i: usize) -> Flush {
+        let d = later(self.now, self.idle_timeout);
+        self.set_deadline(i, d);
+        Flush::Blocked
+    }
+}

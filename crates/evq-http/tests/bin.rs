@@ -1,0 +1,139 @@
+//! The `evq-http` binary as a user runs it: descriptor exhaustion handled without
+//! spinning (the reserve-descriptor trick), SIGTERM → graceful exit with the
+//! counters printed as JSON.
+
+mod common;
+
+use common::*;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+}
+
+#[test]
+fn descriptor_exhaustion_then_sigterm() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // A hard limit of 32 descriptors: the server cannot raise it.
+    let script = format!(
+        "ulimit -Sn 32 && ulimit -Hn 32 && exec {} serve --listen {addr} --stats-path /s --json",
+        env!("CARGO_BIN_EXE_evq-http")
+    );
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(|| TcpStream::connect(addr).is_ok()));
+    // Hold more connections than the server has descriptors.
+    let held: Vec<TcpStream> = (0..60)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(child.id());
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_millis(1000));
+    let spent = cpu_ticks(child.id()) - before;
+    // Not a busy loop: well under the second of CPU a spinning accept would burn
+    // (ticks are 10 ms; allow a generous 40%).
+    assert!(
+        spent < 40 * t0.elapsed().as_millis() as u64 / 1000,
+        "server burned {spent} ticks while descriptors were exhausted"
+    );
+    drop(held);
+    // Served again once descriptors are free.
+    assert!(eventually(|| get(
+        addr,
+        "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+    )
+    .is_some_and(|r| r.status == 200)));
+    let stats = get(addr, "GET /s HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    assert!(v["accept_fd_exhausted"].as_u64().unwrap() >= 1, "{v}");
+    // SIGTERM: graceful exit, counters on stdout.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(
+        report["responses"]["200"].as_u64().unwrap() >= 2,
+        "{report}"
+    );
+}
+
+#[test]
+fn proxy_descriptor_exhaustion_does_not_spin() {
+    let origin = start(&config(None));
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let script = format!(
+        "ulimit -Sn 32 && ulimit -Hn 32 && exec {} proxy --listen {addr} --origin {} --json",
+        env!("CARGO_BIN_EXE_evq-http"),
+        origin.addr()
+    );
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(|| TcpStream::connect(addr).is_ok()));
+    let held: Vec<TcpStream> = (0..60)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(child.id());
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_millis(1000));
+    let spent = cpu_ticks(child.id()) - before;
+    assert!(
+        spent < 40 * t0.elapsed().as_millis() as u64 / 1000,
+        "proxy burned {spent} ticks while descriptors were exhausted"
+    );
+    drop(held);
+    assert!(eventually(|| get(
+        addr,
+        "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+    )
+    .is_some_and(|r| r.status == 200)));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(report["relayed"].as_u64().unwrap() >= 1, "{report}");
+    origin.stop();
+}

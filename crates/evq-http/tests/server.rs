@@ -1,0 +1,462 @@
+//! The server against real sockets on loopback: protocol behaviour, bad input,
+//! timeouts, shedding and shutdown, on every backend this kernel has.
+
+mod common;
+
+use common::*;
+use evq::BackendKind;
+use evq_http::{AcceptMode, ShedConfig};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+const REQ: &str = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+
+fn check_keepalive_pipelining(addr: std::net::SocketAddr) {
+    let mut c = Client::connect(addr);
+    c.send(format!("{REQ}{REQ}HEAD / HTTP/1.1\r\nHost: t\r\n\r\n{REQ}").as_bytes());
+    for head in [false, false, true, false] {
+        let r = c.response(head).expect("pipelined response");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-length"), Some("1024"));
+        assert_eq!(r.body.len(), if head { 0 } else { 1024 });
+    }
+    // The connection stays open for more.
+    c.send(REQ.as_bytes());
+    assert_eq!(c.response(false).unwrap().status, 200);
+    // A request split across writes.
+    c.send(b"GET / HT");
+    std::thread::sleep(Duration::from_millis(20));
+    c.send(b"TP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.response(false).unwrap().body.len(), 1024);
+    // HTTP/1.0 closes after the response.
+    let mut c = Client::connect(addr);
+    c.send(b"GET / HTTP/1.0\r\n\r\n");
+    let r = c.response(false).unwrap();
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.closed());
+    // HTTP/1.0 keep-alive on request.
+    let mut c = Client::connect(addr);
+    c.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.0\r\n\r\n");
+    assert_eq!(
+        c.response(false).unwrap().header("connection"),
+        Some("keep-alive")
+    );
+    assert_eq!(c.response(false).unwrap().status, 200);
+    assert!(c.closed());
+}
+
+#[test]
+fn every_backend_serves_keepalive_and_pipelined_requests() {
+    for kind in backends() {
+        for (threads, accept) in [
+            (1, AcceptMode::Exclusive),
+            (2, AcceptMode::Reuseport),
+            (2, AcceptMode::Shared),
+            (2, AcceptMode::Exclusive),
+        ] {
+            let mut cfg = config(Some(kind));
+            cfg.threads = threads;
+            cfg.accept = accept;
+            if threads > 1 && accept == AcceptMode::Exclusive && !kind.capabilities().wake_one {
+                assert!(
+                    evq_http::ServerHandle::start(&cfg).is_err(),
+                    "{kind}: exclusive without wake-one must be refused"
+                );
+                continue;
+            }
+            let server = start(&cfg);
+            check_keepalive_pipelining(server.addr());
+            // Several connections at once, spread over threads.
+            let clients: Vec<_> = (0..8)
+                .map(|_| {
+                    let mut c = Client::connect(server.addr());
+                    c.send(REQ.as_bytes());
+                    c
+                })
+                .collect();
+            for mut c in clients {
+                assert_eq!(c.response(false).unwrap().status, 200, "{kind} {accept:?}");
+            }
+            let report = server.stop();
+            assert_eq!(report.backend, kind.name());
+            assert!(report.responses_with(200) >= 16, "{kind}: {report}");
+            assert_eq!(report.open_conns, 0);
+        }
+    }
+}
+
+#[test]
+fn static_files_statuses_and_headers() {
+    let root = docroot("static");
+    for kind in backends() {
+        let mut cfg = config(Some(kind));
+        cfg.root = Some(root.clone());
+        let server = start(&cfg);
+        let a = server.addr();
+        let r = get(a, "GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"<h1>home</h1>\n"[..])
+        );
+        assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+        let lm = r.header("last-modified").unwrap().to_string();
+        let r = get(a, "GET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"hello\n"[..]));
+        assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+        assert_eq!(
+            get(a, "GET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+                .unwrap()
+                .header("content-type"),
+            Some("text/css")
+        );
+        let r = get(a, "HEAD /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        assert_eq!((r.status, r.header("content-length")), (200, Some("6")));
+        let r = get(
+            a,
+            &format!("GET / HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: {lm}\r\n\r\n"),
+        )
+        .unwrap();
+        assert_eq!(r.status, 304);
+        let r = get(
+            a,
+            "GET / HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(r.status, 200);
+        // sendfile of a file larger than the socket buffers, keep-alive after it.
+        let mut c = Client::connect(a);
+        c.send(
+            b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n",
+        );
+        let r = c.response(false).unwrap();
+        assert_eq!((r.status, r.body.len()), (200, 3 << 20));
+        assert!(r.body.iter().all(|&b| b == 7));
+        assert_eq!(c.response(false).unwrap().body, b"hello\n");
+        for (req, status) in [
+            ("GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", 404),
+            ("GET /sub/a.txt/x HTTP/1.1\r\nHost: t\r\n\r\n", 404),
+            ("GET /../etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n", 403),
+            ("GET /sub/../../etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n", 403),
+            (
+                "GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n",
+                403,
+            ),
+            (
+                "GET /sub%2f..%2f..%2fetc%2fpasswd HTTP/1.1\r\nHost: t\r\n\r\n",
+                403,
+            ),
+            ("GET /escape HTTP/1.1\r\nHost: t\r\n\r\n", 403),
+            ("GET /etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n", 403),
+            ("GET /sub/empty/ HTTP/1.1\r\nHost: t\r\n\r\n", 403),
+            ("GET /a%00b HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+            (
+                "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n",
+                405,
+            ),
+            ("DELETE / HTTP/1.1\r\nHost: t\r\n\r\n", 405),
+            ("BREW / HTTP/1.1\r\nHost: t\r\n\r\n", 501),
+            ("GET / HTTP/1.1\r\n\r\n", 400),
+            ("GET /\x01 HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+            ("GARBAGE\r\n\r\n", 400),
+            ("GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n", 400),
+            (
+                "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n",
+                400,
+            ),
+        ] {
+            let r = get(a, req).unwrap_or_else(|| panic!("{kind}: no answer to {req:?}"));
+            assert_eq!(r.status, status, "{kind}: {req:?}");
+            if status >= 400 {
+                assert_eq!(r.header("connection"), Some("close"), "{req:?}");
+            }
+        }
+        assert_eq!(
+            get(a, "GET /inside-link HTTP/1.1\r\nHost: t\r\n\r\n")
+                .unwrap()
+                .body,
+            b"hello\n"
+        );
+        let r = get(a, "POST / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        assert_eq!(r.header("allow"), Some("GET, HEAD"));
+        // Too large.
+        let long = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(5000));
+        assert_eq!(get(a, &long).unwrap().status, 414);
+        let huge = format!(
+            "GET / HTTP/1.1\r\nHost: t\r\nX-A: {}\r\n\r\n",
+            "b".repeat(9000)
+        );
+        assert_eq!(get(a, &huge).unwrap().status, 431);
+        let many: String = (0..60).map(|i| format!("X-{i}: v\r\n")).collect();
+        assert_eq!(
+            get(a, &format!("GET / HTTP/1.1\r\nHost: t\r\n{many}\r\n"))
+                .unwrap()
+                .status,
+            431
+        );
+        // The server is unharmed.
+        assert_eq!(get(a, REQ).unwrap().status, 200);
+        let report = server.stop();
+        assert!(report.responses_with(403) >= 7, "{report}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn slowloris_header_timeout_closes_connection() {
+    for kind in backends() {
+        let mut cfg = config(Some(kind));
+        cfg.header_timeout = Duration::from_millis(300);
+        let server = start(&cfg);
+        let mut slow = Client::connect(server.addr());
+        slow.send(b"GET / HTTP/1.1\r\n");
+        // Trickling bytes does not extend the head timeout.
+        let mut closed_early = false;
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(100));
+            if slow.stream.write_all(b"X-a: b\r\n").is_err() {
+                closed_early = true;
+                break;
+            }
+        }
+        assert!(
+            closed_early || slow.closed(),
+            "{kind}: slow client not closed"
+        );
+        // Others are served meanwhile.
+        assert_eq!(get(server.addr(), REQ).unwrap().status, 200);
+        let report = server.stop();
+        assert!(report.timeouts >= 1, "{kind}: {report}");
+    }
+}
+
+#[test]
+fn idle_timeout_closes_quiet_keepalive_connection() {
+    let mut cfg = config(None);
+    cfg.idle_timeout = Duration::from_millis(200);
+    let server = start(&cfg);
+    let mut c = Client::connect(server.addr());
+    c.send(REQ.as_bytes());
+    assert_eq!(c.response(false).unwrap().status, 200);
+    assert!(c.closed());
+    assert!(server.stop().timeouts >= 1);
+}
+
+#[test]
+fn vanished_client_frees_its_connection() {
+    for kind in backends() {
+        let mut cfg = config(Some(kind));
+        cfg.reply_size = 16 << 20;
+        cfg.idle_timeout = Duration::from_secs(30);
+        let server = start(&cfg);
+        {
+            let mut s = TcpStream::connect(server.addr()).unwrap();
+            s.write_all(REQ.as_bytes()).unwrap();
+            let mut first = [0u8; 1000];
+            s.read_exact(&mut first).unwrap();
+        } // dropped mid-response: the server's next send fails
+        assert!(
+            eventually(|| server.report().open_conns == 0),
+            "{kind}: connection of a vanished client still open"
+        );
+        let mut c = Client::connect(server.addr());
+        c.send(b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.response(true).unwrap().status, 200);
+        drop(c);
+        server.stop();
+    }
+}
+
+#[test]
+fn shedding_resets_new_connections_when_overloaded() {
+    let mut cfg = config(None);
+    // A threshold of zero: one event per call is already "overloaded".
+    cfg.shed = Some(ShedConfig {
+        threshold: 0.0,
+        ..ShedConfig::default()
+    });
+    let server = start(&cfg);
+    let mut reset = 0;
+    for _ in 0..5 {
+        let mut c = Client::connect(server.addr());
+        let _ = c.stream.write_all(REQ.as_bytes());
+        if c.response(false).is_none() {
+            reset += 1;
+        }
+    }
+    let report = server.stop();
+    assert!(reset >= 4, "only {reset} of 5 shed");
+    assert!(report.shed_resets >= 4, "{report}");
+
+    // The default threshold serves a light load.
+    let mut cfg = config(None);
+    cfg.shed = Some(ShedConfig::default());
+    let server = start(&cfg);
+    for _ in 0..5 {
+        assert_eq!(get(server.addr(), REQ).unwrap().status, 200);
+    }
+    assert_eq!(server.stop().shed_resets, 0);
+}
+
+#[test]
+fn max_conns_closes_extra_connections() {
+    let mut cfg = config(None);
+    cfg.max_conns = 2;
+    let server = start(&cfg);
+    let mut a = Client::connect(server.addr());
+    let mut b = Client::connect(server.addr());
+    a.send(REQ.as_bytes());
+    b.send(REQ.as_bytes());
+    assert_eq!(a.response(false).unwrap().status, 200);
+    assert_eq!(b.response(false).unwrap().status, 200);
+    let mut c = Client::connect(server.addr());
+    let _ = c.stream.write_all(REQ.as_bytes());
+    assert!(c.response(false).is_none());
+    drop((a, b));
+    assert!(eventually(|| server.report().open_conns == 0));
+    assert_eq!(get(server.addr(), REQ).unwrap().status, 200);
+    assert!(server.stop().rejected_max_conns >= 1);
+}
+
+#[test]
+fn graceful_shutdown_finishes_in_flight_response() {
+    let mut cfg = config(None);
+    cfg.reply_size = 8 << 20;
+    cfg.grace = Duration::from_secs(20);
+    let server = start(&cfg);
+    let addr = server.addr();
+    let mut idle = Client::connect(addr);
+    idle.send(b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(idle.response(true).unwrap().status, 200);
+    let mut busy = TcpStream::connect(addr).unwrap();
+    busy.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    busy.write_all(REQ.as_bytes()).unwrap();
+    let mut first = vec![0u8; 4096];
+    busy.read_exact(&mut first).unwrap();
+    let stopper = std::thread::spawn(move || server.stop());
+    std::thread::sleep(Duration::from_millis(200));
+    // The idle keep-alive connection is closed at once.
+    assert!(idle.closed());
+    // New connections are refused or closed unanswered.
+    if let Ok(mut s) = TcpStream::connect(addr) {
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let _ = s.write_all(REQ.as_bytes());
+        let mut b = [0u8; 16];
+        assert!(!matches!(s.read(&mut b), Ok(n) if n > 0));
+    }
+    // The in-flight response completes, then the connection closes.
+    let mut rest = Vec::new();
+    busy.read_to_end(&mut rest).unwrap();
+    let total = first.len() + rest.len();
+    let head = first.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(total - head, 8 << 20);
+    let report = stopper.join().unwrap();
+    assert_eq!(report.responses_with(200), 2);
+    assert_eq!(report.open_conns, 0);
+}
+
+#[test]
+fn stats_path_serves_counters_as_json() {
+    let mut cfg = config(None);
+    cfg.stats_path = Some("/.evq/stats".into());
+    let server = start(&cfg);
+    assert_eq!(get(server.addr(), REQ).unwrap().status, 200);
+    let r = get(server.addr(), "GET /.evq/stats HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["responses"]["200"], 1);
+    assert!(v["accepts"].as_u64().unwrap() >= 2);
+    assert!(v["wakeups"].as_u64().unwrap() >= 1);
+    server.stop();
+}
+
+#[test]
+fn every_backend_in_every_delivery_mode_it_has() {
+    use evq_http::DeliveryMode;
+    let root = docroot("modes");
+    for kind in backends() {
+        let caps = kind.capabilities();
+        for (mode, has) in [
+            (DeliveryMode::Level, caps.level),
+            (DeliveryMode::Event, caps.event),
+            (DeliveryMode::Oneshot, caps.oneshot),
+        ] {
+            let mut cfg = config(Some(kind));
+            cfg.mode = Some(mode);
+            if !has {
+                assert!(
+                    evq_http::ServerHandle::start(&cfg).is_err(),
+                    "{kind} {mode:?}"
+                );
+                continue;
+            }
+            let server = start(&cfg);
+            check_keepalive_pipelining(server.addr());
+            server.stop();
+            // Static files: sendfile bodies larger than the socket buffer need
+            // write readiness in each mode.
+            cfg.root = Some(root.clone());
+            let server = start(&cfg);
+            let mut c = Client::connect(server.addr());
+            c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(
+                c.response(false).unwrap().body.len(),
+                3 << 20,
+                "{kind} {mode:?}"
+            );
+            assert_eq!(
+                c.response(false).unwrap().body,
+                b"hello\n",
+                "{kind} {mode:?}"
+            );
+            server.stop();
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn every_backend_name_parses() {
+    for kind in BackendKind::ALL {
+        assert_eq!(kind.name().parse::<BackendKind>().unwrap(), *kind);
+    }
+}
+
+#[test]
+fn open_file_cache_revalidates_after_a_second() {
+    let root = docroot("cache");
+    let mut cfg = config(None);
+    cfg.root = Some(root.clone());
+    let server = start(&cfg);
+    let a = server.addr();
+    let req = "GET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+    assert_eq!(get(a, req).unwrap().body, b"hello\n");
+    assert_eq!(
+        get(a, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap()
+            .header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(
+        get(a, "GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap()
+            .header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    // Replaced (new inode) and removed files are seen once the entry is stale.
+    std::fs::write(root.join("sub/a.tmp"), "changed!\n").unwrap();
+    std::fs::rename(root.join("sub/a.tmp"), root.join("sub/a.txt")).unwrap();
+    std::fs::remove_file(root.join("style.css")).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(get(a, req).unwrap().body, b"changed!\n");
+    assert_eq!(
+        get(a, "GET /style.css HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap()
+            .status,
+        404
+    );
+    server.stop();
+    let _ = std::fs::remove_dir_all(&root);
+}
