@@ -28,6 +28,10 @@ enum Command {
     /// random one, wait, read it; cost per event for every backend beside a raw
     /// C floor measured in the same run.
     Pipebench(pipebench::PipebenchArgs),
+    /// The event-driven HTTP server of the experiments (fixed reply or static files).
+    Serve(evq_http::ServeArgs),
+    /// The event-driven HTTP proxy of SEEDS 000 (keep-alive origin pool).
+    Proxy(evq_http::ProxyArgs),
     /// Open-loop (httperf-style) or closed-loop (wrk-style) HTTP load generator.
     Load(evq_load::LoadArgs),
     /// Hold N idle ("dead", "cold") connections to a server (seed 002's deadconn).
@@ -46,6 +50,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Backends(args) => backends_cmd::run(&args),
         Command::Pipebench(args) => pipebench::run(&args),
+        Command::Serve(args) => evq_http::run_serve(&args),
+        Command::Proxy(args) => evq_http::run_proxy(&args),
         Command::Load(args) => evq_load::load_command(&args),
         Command::Dead(args) => evq_load::dead_command(&args),
         Command::Wan(args) => evq_load::wan_command(&args),

@@ -75,7 +75,7 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
         name: "cold-connections",
         seed: "000 Banga, Mogul, Druschel (USENIX 1999): Fig 8, 9, Table 2; 002 dead connections",
         claim: "throughput with the explicit API is flat as cold connections grow; select falls",
-        run: Err("needs `evq serve` (issue 5) and `evq load`/`evq dead` (issue 6) in this build"),
+        run: Ok(crate::experiments::cold_connections::run),
     },
     ScenarioEntry {
         name: "signals",
@@ -87,7 +87,7 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
         name: "burst",
         seed: "002 Libenzi /dev/epoll: 27,000 connections × 2 calls at rate 5,000",
         claim: "RT signals suffer in bursts as the signal queue fills; epoll does not",
-        run: Err("needs the rtsig backends (issue 3), `evq serve` and `evq load` in this build"),
+        run: Ok(crate::experiments::burst::run),
     },
     ScenarioEntry {
         name: "herd",
@@ -99,7 +99,7 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
         name: "proxy",
         seed: "000 Banga, Mogul, Druschel: the event-driven proxy with hot and cold clients",
         claim: "with 2,000 connections the explicit API improves maximum throughput by 28%",
-        run: Err("needs `evq proxy` (issue 5) and `evq load`/`evq dead` (issue 6) in this build"),
+        run: Ok(crate::experiments::proxy::run),
     },
 ];
 

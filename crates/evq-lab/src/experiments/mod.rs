@@ -1,5 +1,8 @@
 //! The lab's scenarios, one file each.
 
+pub mod burst;
+pub mod cold_connections;
 pub mod herd;
 pub mod pipe_scaling;
+pub mod proxy;
 pub mod signals;
