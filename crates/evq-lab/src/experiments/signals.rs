@@ -74,6 +74,30 @@ fn burst(
     Ok((busy.as_nanos() as f64 / total, total / calls as f64))
 }
 
+/// The floor: the same bursts drained by reading every pipe directly (no event
+/// pickup at all), in ns per event.
+fn read_floor(probes: &ProbeFds, rounds: usize) -> io::Result<f64> {
+    let mut sink = [0u8; 8];
+    let mut busy = Duration::ZERO;
+    for _ in 0..rounds {
+        for &w in &probes.write_fds {
+            // SAFETY: writes one byte from a live buffer to a pipe we own.
+            if unsafe { libc::write(w, b"x".as_ptr().cast(), 1) } != 1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        let start = Instant::now();
+        for &r in &probes.read_fds {
+            // SAFETY: reads at most 8 bytes into a live buffer.
+            if unsafe { libc::read(r, sink.as_mut_ptr().cast(), sink.len()) } != 1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        busy += start.elapsed();
+    }
+    Ok(busy.as_nanos() as f64 / (rounds * probes.read_fds.len()) as f64)
+}
+
 fn check(claim: &str, measured: String, holds: Option<bool>, reasoning: &str) -> ClaimCheck {
     ClaimCheck {
         claim: claim.into(),
@@ -107,7 +131,9 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         .iter()
         .flat_map(|&k| BATCHES.iter().map(move |&b| (k, b, Vec::new())))
         .collect();
+    let mut floors = Vec::new();
     for rep in 0..reps {
+        floors.push(read_floor(&probes, rounds)?);
         let len = samples.len();
         for step in 0..len {
             let i = (step + rep) % len;
@@ -132,6 +158,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
             events_per_call: median(s.iter().map(|x| x.1).collect()),
         })
         .collect();
+    let floor = median(floors.clone());
     let ns = |b: &str, batch: usize| {
         points
             .iter()
@@ -153,14 +180,18 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         "holds if bulk pickup saves less than 25% per event even with no request processing at all (the seed's server also parsed and answered requests, which only dilutes the gain); differs if the modern bulk read saves more",
     ));
     let one500 = ns("rtsig", 500);
+    let pickup = |x: f64| (x - floor).max(1.0);
+    let ratio_raw = bulk.zip(one500).map(|(b, o)| b / o);
+    let ratio_pickup = bulk.zip(one500).map(|(b, o)| pickup(b) / pickup(o));
     checks.push(check(
         "bulk dequeue (signalfd read, the modern sigtimedwait4) costs at most half as much per event as one-at-a-time sigtimedwait (evq's target for issue 3)",
         format!(
-            "batch 500: rtsig-bulk / rtsig = {:.2}",
-            bulk.zip(one500).map_or(f64::NAN, |(b, o)| b / o)
+            "batch 500: rtsig-bulk / rtsig = {:.2} including the pipe read; {:.2} for the dequeue alone (read-only floor of {floor:.0} ns/event, measured in the same run, subtracted from both)",
+            ratio_raw.unwrap_or(f64::NAN),
+            ratio_pickup.unwrap_or(f64::NAN)
         ),
-        bulk.zip(one500).map(|(b, o)| b <= 0.5 * o),
-        "holds if the ratio of medians is at most 0.5",
+        ratio_pickup.map(|r| r <= 0.5),
+        "holds if the dequeue cost per event (each contender minus the same read-only floor, as pipebench subtracts its no-poll floor) of bulk is at most half that of one-at-a-time",
     ));
     let epoll = ns("epoll", 500);
     checks.push(check(
@@ -211,6 +242,6 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     record.notes.push(format!(
         "Each round makes all {fds} pipes readable, then times only the draining (get_next_event + one read per event); {rounds} rounds per run, median of {reps} runs, contenders rotated between runs. Event (edge) mode everywhere: signals are edge-like by nature."
     ));
-    record.data = serde_json::to_value(&points).map_err(io::Error::other)?;
+    record.data = serde_json::json!({ "points": points, "read_floor_ns_per_event": floor, "read_floor_runs": floors });
     Ok(record)
 }

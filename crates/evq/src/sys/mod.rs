@@ -167,9 +167,16 @@ impl BackendKind {
                 kind.available()?;
                 Ok(kind)
             }
-            _ => Self::candidates().first().copied().ok_or_else(|| {
-                io::Error::new(io::ErrorKind::Unsupported, "no evq backend is available")
-            }),
+            // Probe in preference order and stop at the first that works: probing
+            // creates kernel objects (rings, signal numbers), so later ones are not
+            // touched when the best is there.
+            _ => Self::ALL
+                .iter()
+                .copied()
+                .find(|k| k.available().is_ok())
+                .ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::Unsupported, "no evq backend is available")
+                }),
         }
     }
 
