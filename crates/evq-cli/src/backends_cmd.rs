@@ -23,6 +23,7 @@ struct BackendRecord {
     oneshot: bool,
     wake_one: bool,
     fifo: bool,
+    shared_descriptors: bool,
     cost_grows_with_interest: bool,
 }
 
@@ -43,6 +44,7 @@ pub fn run(args: &BackendsArgs) -> io::Result<()> {
                 oneshot: caps.oneshot,
                 wake_one: caps.wake_one,
                 fifo: caps.fifo,
+                shared_descriptors: caps.shared_descriptors,
                 cost_grows_with_interest: caps.cost_grows_with_interest,
             }
         })

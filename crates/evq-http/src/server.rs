@@ -51,6 +51,15 @@ impl ServerHandle {
                 format!("the {kind} backend cannot wake one thread per connection; use --accept reuseport or shared, or --threads 1"),
             ));
         }
+        if cfg.accept == AcceptMode::Shared
+            && threads > 1
+            && !kind.capabilities().shared_descriptors
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("the {kind} backend cannot share one listening socket between threads (a file has one signal owner); use --accept reuseport, or --threads 1"),
+            ));
+        }
         let content = Arc::new(match &cfg.root {
             Some(dir) => Content::Files(FileRoot::open(dir)?),
             None => Content::Fixed(fixed_body(cfg.reply_size)),

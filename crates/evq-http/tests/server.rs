@@ -65,6 +65,16 @@ fn every_backend_serves_keepalive_and_pipelined_requests() {
                 );
                 continue;
             }
+            if threads > 1
+                && accept == AcceptMode::Shared
+                && !kind.capabilities().shared_descriptors
+            {
+                assert!(
+                    evq_http::ServerHandle::start(&cfg).is_err(),
+                    "{kind}: a shared listener without shared-descriptor support must be refused"
+                );
+                continue;
+            }
             let server = start(&cfg);
             check_keepalive_pipelining(server.addr());
             // Several connections at once, spread over threads.

@@ -66,11 +66,16 @@ impl Client {
 
     fn fill(&mut self) -> bool {
         let mut tmp = [0u8; 65536];
-        match self.stream.read(&mut tmp) {
-            Ok(0) | Err(_) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&tmp[..n]);
-                true
+        loop {
+            // EINTR is not an answer: retry (a thread that ever touched io_uring,
+            // for instance, gets task work that interrupts its blocking calls).
+            match self.stream.read(&mut tmp) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Ok(0) | Err(_) => return false,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&tmp[..n]);
+                    return true;
+                }
             }
         }
     }
@@ -189,6 +194,7 @@ impl Client {
             match self.stream.read(&mut tmp) {
                 Ok(0) => return true,
                 Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e)
                     if e.kind() == std::io::ErrorKind::WouldBlock
                         || e.kind() == std::io::ErrorKind::TimedOut =>

@@ -131,6 +131,10 @@ pub struct Capabilities {
     /// only know state (select, poll) rotate through the ready set instead, which
     /// still never starves anyone.
     pub fifo: bool,
+    /// One descriptor may be registered in several queues (on different threads)
+    /// at once, each seeing its events. RT signals cannot: a file has a single
+    /// signal owner (`F_SETOWN_EX`), so only the last queue to register would hear.
+    pub shared_descriptors: bool,
 }
 
 impl BackendKind {
@@ -220,6 +224,7 @@ impl BackendKind {
                     cost_grows_with_interest: true,
                     current_state_masks: true,
                     fifo: false,
+                    shared_descriptors: true,
                 }
             }
             BackendKind::Epoll => Capabilities {
@@ -230,6 +235,7 @@ impl BackendKind {
                 cost_grows_with_interest: false,
                 current_state_masks: true,
                 fifo: true,
+                shared_descriptors: true,
             },
             // Every candidate is checked by poll(2) before it is reported, so masks are
             // current; a file signals one owner, so no wake-one.
@@ -243,6 +249,7 @@ impl BackendKind {
                 // The RT queue is FIFO, and so is the candidate list (after an
                 // overflow, recovery reports in descriptor order).
                 fifo: true,
+                shared_descriptors: false,
             },
             // CQE masks are checked by poll(2) over the batch before delivery.
             BackendKind::Uring => Capabilities {
@@ -253,6 +260,7 @@ impl BackendKind {
                 cost_grows_with_interest: false,
                 current_state_masks: true,
                 fifo: true,
+                shared_descriptors: true,
             },
         }
     }

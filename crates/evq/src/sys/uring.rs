@@ -64,6 +64,11 @@
 //! i) **Ring sizes**: 256 SQ and 1024 CQ entries; `EVQ_URING_ENTRIES=n` sets both
 //!    (the CQ overflow test uses 4).
 //! j) **No wake-one**: `EPOLLEXCLUSIVE` semantics are not offered for io_uring polls.
+//! k) **Dropping a ring interrupts its creator thread**: teardown is deferred and
+//!    queues task work on the thread that built the ring, whose next blocking call
+//!    (a `read`, a `sleep`) then returns `EINTR`. `probe()` therefore builds its ring
+//!    on a short-lived thread; a program that drops a uring queue should expect one
+//!    `EINTR` on that thread (evq's own waits retry it).
 
 use super::syscall::{current_tid, syscall};
 use super::{Backend, SysEvent, Watch};
@@ -165,8 +170,13 @@ fn build_ring(sq: u32, cq: u32) -> io::Result<(IoUring, bool)> {
 impl UringBackend {
     /// Really creates a ring (and drops it).
     pub(crate) fn probe() -> io::Result<()> {
+        // Built and dropped on a short-lived thread: a ring's teardown is deferred
+        // and queues task work on the thread that created it, which then sees EINTR
+        // from its next blocking call. `available()` must not do that to its caller
+        // (found when an HTTP test client's read returned EINTR after a probe).
         let (sq, cq) = ring_sizes();
-        build_ring(sq, cq).map(drop)
+        std::thread::scope(|s| s.spawn(|| build_ring(sq, cq).map(drop)).join())
+            .unwrap_or_else(|_| Err(io::Error::other("io_uring probe thread panicked")))
     }
 
     fn slot(&mut self, fd: RawFd) -> &mut Slot {
