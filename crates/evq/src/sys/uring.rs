@@ -175,7 +175,12 @@ impl UringBackend {
         // from its next blocking call. `available()` must not do that to its caller
         // (found when an HTTP test client's read returned EINTR after a probe).
         let (sq, cq) = ring_sizes();
-        std::thread::scope(|s| s.spawn(|| build_ring(sq, cq).map(drop)).join())
+        // A plain spawn, not `thread::scope`: scope gives the *calling* thread a std
+        // `Thread` handle, which a C caller's thread then never frees (valgrind).
+        std::thread::Builder::new()
+            .name("evq-uring-probe".into())
+            .spawn(move || build_ring(sq, cq).map(drop))?
+            .join()
             .unwrap_or_else(|_| Err(io::Error::other("io_uring probe thread panicked")))
     }
 
