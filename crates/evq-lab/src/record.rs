@@ -40,6 +40,28 @@ pub struct ClaimCheck {
     pub reasoning: String,
 }
 
+impl ClaimCheck {
+    /// A check whose verdict follows from `holds`: `Some(true)` holds,
+    /// `Some(false)` differs, `None` (nothing measured) is not measured.
+    pub fn judged(
+        claim: &str,
+        measured: String,
+        holds: Option<bool>,
+        reasoning: &str,
+    ) -> ClaimCheck {
+        ClaimCheck {
+            claim: claim.to_string(),
+            measured,
+            verdict: match holds {
+                Some(true) => Verdict::Holds,
+                Some(false) => Verdict::Differs,
+                None => Verdict::NotMeasured,
+            },
+            reasoning: reasoning.to_string(),
+        }
+    }
+}
+
 /// A plot: SVG text for the HTML, and the PNG copy's file name.
 #[derive(Clone, Debug, Serialize)]
 pub struct PlotRecord {

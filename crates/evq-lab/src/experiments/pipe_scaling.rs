@@ -3,25 +3,12 @@
 
 use crate::pipebench::{self, find, Baseline, PipebenchArgs, PipebenchRecord, ProbeKind};
 use crate::plot::{render, Chart, Series};
-use crate::record::{ClaimCheck, ExperimentRecord, Verdict};
+use crate::record::{ClaimCheck, ExperimentRecord};
 use crate::Scenario;
 use std::io;
 
 /// The seed's ratio poll/devpoll at 10,000 descriptors (147,926 ms / 2,573 ms).
 const SEED_RATIO_AT_10K: f64 = 147_926.0 / 2_573.0;
-
-fn check(claim: &str, measured: String, holds: Option<bool>, reasoning: &str) -> ClaimCheck {
-    ClaimCheck {
-        claim: claim.to_string(),
-        measured,
-        verdict: match holds {
-            Some(true) => Verdict::Holds,
-            Some(false) => Verdict::Differs,
-            None => Verdict::NotMeasured,
-        },
-        reasoning: reasoning.to_string(),
-    }
-}
 
 fn ns(records: &[PipebenchRecord], backend: &str, fds: usize) -> Option<f64> {
     find(records, backend, fds).map(|r| r.ns_per_event)
@@ -54,7 +41,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     // Claim 1: poll grows with n, /dev/poll (epoll) stays flat.
     let growth = |b: &str| Some(ns(&records, b, hi)? / ns(&records, b, lo)?);
     let (poll_g, epoll_g) = (growth("raw-poll"), growth("epoll"));
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "poll's cost per event grows with the descriptors polled (1,391 → 34,254 ms, 1 → 4,000 fds); /dev/poll stays nearly flat (1,523 → 2,179 ms)",
         format!(
             "{lo} → {hi} fds: raw poll ×{:.1}, evq epoll ×{:.2}",
@@ -73,7 +60,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         .zip(ns(&records, "epoll", hi))
         .map(|(p, e)| p / e);
     let expected = SEED_RATIO_AT_10K * hi as f64 / 10_000.0;
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "at 10,000 fds poll is over 50× slower than /dev/poll (147,926 vs 2,573 ms), the gap growing with n",
         format!(
             "at {hi} fds: raw poll / raw epoll = {:.1}×, evq poll / evq epoll = {:.1}× (the seed's gap scaled linearly to {hi} fds: {expected:.1}×)",
@@ -87,7 +74,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     // Claim 3 (Figure 2): poll's user time alone exceeds devpoll's whole run.
     let poll_user = find(&records, "raw-poll", hi).and_then(|r| r.scan_ns_per_event);
     let epoll_total = ns(&records, "raw-epoll", hi);
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "poll's user time alone (scanning for results) exceeds /dev/poll's whole run (10,000 fds: 17.7 s user vs 2.6 s total)",
         format!(
             "at {hi} fds: raw poll's user-space result scan {:.0} ns/event vs raw epoll's whole loop {:.0} ns/event",
@@ -102,7 +89,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     let improved = ns(&records, "select-improved", hi)
         .zip(ns(&records, "select", hi))
         .map(|(i, c)| i / c);
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "improved select (shadow fd_sets, word-wise scan) costs less than classic select (SEEDS 000 §2)",
         format!("at {hi} fds: select-improved / select = {:.3}", improved.unwrap_or(f64::NAN)),
         improved.map(|r| r < 1.0),
@@ -115,7 +102,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         .filter_map(|&n| Some((n, ns(&records, "epoll", n)? / ns(&records, "raw-epoll", n)?)))
         .collect();
     let worst = ratios.iter().map(|r| r.1).fold(0.0, f64::max);
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "evq's epoll backend costs at most 1.05× the same loop written with raw epoll syscalls in C (evq's target)",
         ratios.iter().map(|(n, r)| format!("{n} fds: {r:.3}")).collect::<Vec<_>>().join(", "),
         (!ratios.is_empty()).then_some(worst <= 1.05),
@@ -131,7 +118,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     ) {
         if hi > 100 {
             let g = (e_hi - n_hi) / (e100 - n100);
-            checks.push(check(
+            checks.push(ClaimCheck::judged(
                 "epoll's cost of waiting does not grow with idle descriptors (/dev/epoll's claim, SEEDS 002)",
                 format!("wait cost at {hi} fds / at 100 fds, no-poll floor subtracted: {g:.2}"),
                 Some(g <= 1.5),

@@ -5,7 +5,7 @@
 
 use crate::plot::{render, Chart, Series};
 use crate::probe_fds::{FdKind, ProbeFds};
-use crate::record::{ClaimCheck, ExperimentRecord, Verdict};
+use crate::record::{ClaimCheck, ExperimentRecord};
 use crate::Scenario;
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Options};
 use serde::Serialize;
@@ -98,19 +98,6 @@ fn read_floor(probes: &ProbeFds, rounds: usize) -> io::Result<f64> {
     Ok(busy.as_nanos() as f64 / (rounds * probes.read_fds.len()) as f64)
 }
 
-fn check(claim: &str, measured: String, holds: Option<bool>, reasoning: &str) -> ClaimCheck {
-    ClaimCheck {
-        claim: claim.into(),
-        measured,
-        verdict: match holds {
-            Some(true) => Verdict::Holds,
-            Some(false) => Verdict::Differs,
-            None => Verdict::NotMeasured,
-        },
-        reasoning: reasoning.into(),
-    }
-}
-
 /// Runs the pickup sweep and judges the claims.
 pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     let (fds, rounds, reps) = if scenario.smoke {
@@ -168,7 +155,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     let mut checks = Vec::new();
     let one = ns("rtsig", 1);
     let bulk = ns("rtsig-bulk", 500);
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "picking up 500 signals per call instead of one gains little: the server's bottleneck is processing requests, not picking up events (Graphs 1–2)",
         format!(
             "bursts of {fds} ready pipes, pickup + read only: rtsig one at a time, batch 1: {:.0} ns/event; rtsig-bulk, batch 500: {:.0} ns/event (gain {:.0}%)",
@@ -183,7 +170,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     let pickup = |x: f64| (x - floor).max(1.0);
     let ratio_raw = bulk.zip(one500).map(|(b, o)| b / o);
     let ratio_pickup = bulk.zip(one500).map(|(b, o)| pickup(b) / pickup(o));
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "bulk dequeue (signalfd read, the modern sigtimedwait4) costs at most half as much per event as one-at-a-time sigtimedwait (evq's target for issue 3)",
         format!(
             "batch 500: rtsig-bulk / rtsig = {:.2} including the pipe read; {:.2} for the dequeue alone (read-only floor of {floor:.0} ns/event, measured in the same run, subtracted from both)",
@@ -194,7 +181,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         "holds if the dequeue cost per event (each contender minus the same read-only floor, as pipebench subtracts its no-poll floor) of bulk is at most half that of one-at-a-time",
     ));
     let epoll = ns("epoll", 500);
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "/dev/epoll is 10–15% faster than RT signals with one-sig-per-fd, which are 10–15% faster than plain RT signals (SEEDS 002, whole-server throughput)",
         format!(
             "batch 500, pickup only: epoll {:.0}, rtsig-bulk {:.0}, rtsig {:.0} ns/event",
@@ -205,7 +192,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         epoll.zip(bulk).zip(one500).map(|((e, b), o)| e < b && b < o),
         "holds if the order epoll < rtsig-bulk < rtsig holds per event (the seed measured whole servers; here the event pickup alone)",
     ));
-    checks.push(check(
+    checks.push(ClaimCheck::judged(
         "load limiting (smoothed events per call, gain 0.3, threshold 18, at most 23 per call; reset new connections above it) keeps overloaded throughput from collapsing and lowers the error rate (Graphs 3–4)",
         "not run: needs the HTTP server with --shed and the load generator driving it past saturation in this build".into(),
         None,
