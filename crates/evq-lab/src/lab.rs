@@ -69,7 +69,7 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
         name: "bench-c",
         seed: "002 Libenzi /dev/epoll: pipetest; libevent's bench.c",
         claim: "epoll-based loops stay flat with idle pipes; evq vs libev, libevent, libuv, mio, polling",
-        run: Err("the peer harness (C programs against libev/libevent/libuv, Rust mio/polling) is not in this build yet"),
+        run: Ok(crate::experiments::bench_c::run),
     },
     ScenarioEntry {
         name: "cold-connections",

@@ -1,5 +1,6 @@
 //! The lab's scenarios, one file each.
 
+pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
 pub mod herd;
