@@ -12,11 +12,13 @@ use std::time::Duration;
 
 const REQ: &str = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 
-fn check_keepalive_pipelining(addr: std::net::SocketAddr) {
+fn check_keepalive_pipelining(addr: std::net::SocketAddr, what: &str) {
     let mut c = Client::connect(addr);
     c.send(format!("{REQ}{REQ}HEAD / HTTP/1.1\r\nHost: t\r\n\r\n{REQ}").as_bytes());
     for head in [false, false, true, false] {
-        let r = c.response(head).expect("pipelined response");
+        let r = c
+            .response(head)
+            .unwrap_or_else(|| panic!("{what}: pipelined response"));
         assert_eq!(r.status, 200);
         assert_eq!(r.header("content-length"), Some("1024"));
         assert_eq!(r.body.len(), if head { 0 } else { 1024 });
@@ -34,7 +36,7 @@ fn check_keepalive_pipelining(addr: std::net::SocketAddr) {
     c.send(b"GET / HTTP/1.0\r\n\r\n");
     let r = c.response(false).unwrap();
     assert_eq!(r.header("connection"), Some("close"));
-    assert!(c.closed());
+    assert!(c.closed(), "{what}: HTTP/1.0 connection not closed");
     // HTTP/1.0 keep-alive on request.
     let mut c = Client::connect(addr);
     c.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.0\r\n\r\n");
@@ -43,7 +45,7 @@ fn check_keepalive_pipelining(addr: std::net::SocketAddr) {
         Some("keep-alive")
     );
     assert_eq!(c.response(false).unwrap().status, 200);
-    assert!(c.closed());
+    assert!(c.closed(), "{what}: HTTP/1.0 connection not closed");
 }
 
 #[test]
@@ -76,7 +78,7 @@ fn every_backend_serves_keepalive_and_pipelined_requests() {
                 continue;
             }
             let server = start(&cfg);
-            check_keepalive_pipelining(server.addr());
+            check_keepalive_pipelining(server.addr(), &format!("{kind} {accept:?}"));
             // Several connections at once, spread over threads.
             let clients: Vec<_> = (0..8)
                 .map(|_| {
@@ -403,7 +405,7 @@ fn every_backend_in_every_delivery_mode_it_has() {
                 continue;
             }
             let server = start(&cfg);
-            check_keepalive_pipelining(server.addr());
+            check_keepalive_pipelining(server.addr(), &format!("{kind} {mode:?}"));
             server.stop();
             // Static files: sendfile bodies larger than the socket buffer need
             // write readiness in each mode.
@@ -469,4 +471,42 @@ fn open_file_cache_revalidates_after_a_second() {
     );
     server.stop();
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Servers on every backend at once in one process, each closing thousands of
+/// HTTP/1.0 connections: every close must reach the client. (A uring server once
+/// kept a closed socket alive in a poll request it failed to cancel — and, through
+/// a reused descriptor number, sometimes another server's socket: one connection
+/// in a few thousand never closed.)
+#[test]
+fn servers_side_by_side_close_every_connection() {
+    let mut runs = Vec::new();
+    for kind in backends() {
+        for (threads, accept) in [(1, AcceptMode::Exclusive), (2, AcceptMode::Reuseport)] {
+            runs.push(std::thread::spawn(move || {
+                let mut cfg = config(Some(kind));
+                cfg.threads = threads;
+                cfg.accept = accept;
+                let server = start(&cfg);
+                let mut open = 0;
+                for _ in 0..600 {
+                    let mut c = Client::connect(server.addr());
+                    c.send(
+                        b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.0\r\n\r\n",
+                    );
+                    assert_eq!(c.response(false).map(|r| r.status), Some(200));
+                    assert_eq!(c.response(false).map(|r| r.status), Some(200));
+                    if !c.closed() {
+                        open += 1;
+                    }
+                }
+                server.stop();
+                (kind, accept, open)
+            }));
+        }
+    }
+    for run in runs {
+        let (kind, accept, open) = run.join().expect("client thread");
+        assert_eq!(open, 0, "{kind} {accept:?}: connections left open");
+    }
 }

@@ -5,14 +5,14 @@
 //! # Quirks of io_uring polling, and what this file does about them
 //!
 //! a) **A CQE's `user_data` names a request, not a registration.** After a modify
-//!    (`POLL_REMOVE` + `POLL_ADD`; the crate has no `POLL_UPDATE`) both the old and
+//!    (cancel + `POLL_ADD`; the crate has no `POLL_UPDATE`) both the old and
 //!    the new request may complete under the same queue key, and a final old CQE
 //!    without `IORING_CQE_F_MORE` must not make us re-arm a second poll. So
 //!    `user_data` is `(arm sequence << 32) | fd` and a completion counts only if its
 //!    sequence is the fd's current one; the event then carries the registration's
 //!    key, whose generation the queue checks as for every backend. Sequence 0 marks
-//!    our own `POLL_REMOVE` requests, whose CQEs (and the `-ECANCELED` of the
-//!    request they cancel) never become user events.
+//!    our own cancel requests, whose CQEs (and the `-ECANCELED` of the request they
+//!    cancel) never become user events.
 //! b) **Multishot poll is level-like once, then edge-like**: it polls the file when
 //!    armed (so an fd already ready posts at once) and then posts on wake-ups. That
 //!    is event mode. Level mode uses a *single-shot* poll re-armed when its FIFO
@@ -42,16 +42,24 @@
 //!    ring is rebuilt there and every registration re-armed (fresh polls report the
 //!    current state). Setup flags the kernel refuses (`EINVAL`) are dropped one by
 //!    one: defer-taskrun, single-issuer, coop-taskrun.
-//! f) **Nothing is submitted outside `wait`**: add/modify/remove only queue SQEs
+//! f) **Nothing is submitted outside `wait`**: add/modify/remove only queue work
 //!    (spilling to a user-space backlog when the SQ is full), and one
 //!    `io_uring_enter` both submits them and waits, with the timeout passed as an
 //!    extended argument instead of a linked `TIMEOUT` request. The state that
 //!    `declare_interest` reads is still race-free: the poll, when it is armed, looks
 //!    at the file's state itself.
 //! g) **A poll holds a reference to the file**: closing the fd does not end the
-//!    request (epoll's quirk a again). A close through the queue revokes first; a
-//!    reused number is re-polled by the modify that its new registration causes. A
-//!    poll armed on a number already closed completes with `-EBADF`: reported `gone`.
+//!    request (epoll's quirk a again), and a request that is never ended keeps the
+//!    socket open with no descriptor left anywhere — the peer waits for a FIN that
+//!    never comes. A close through the queue cancels first, and it cancels with
+//!    `ASYNC_CANCEL`, not `POLL_REMOVE`: `POLL_REMOVE` answers `-EALREADY` to a
+//!    poll whose wake-up is being processed (with `DEFER_TASKRUN`, any poll that
+//!    fired since our last enter), and a multishot poll then simply goes on. We
+//!    found it as HTTP/1.0 connections that never closed, one in a few thousand,
+//!    and as a ring whose fdinfo listed polls for files long closed.
+//!    `ASYNC_CANCEL` marks the poll cancelled even while it is owned. A reused
+//!    number is re-polled by the modify that its new registration causes. A poll
+//!    armed on a number already closed completes with `-EBADF`: reported `gone`.
 //! h) **A CQE's mask is that of the wake-up** that posted it, not of dequeue time,
 //!    and names only its own cause: data arriving on a socket posts `POLLIN` even if
 //!    the socket is also writable, and the data may be read by the time the CQE is
@@ -69,6 +77,13 @@
 //!    (a `read`, a `sleep`) then returns `EINTR`. `probe()` therefore builds its ring
 //!    on a short-lived thread; a program that drops a uring queue should expect one
 //!    `EINTR` on that thread (evq's own waits retry it).
+//! l) **The kernel resolves a `POLL_ADD`'s fd number when it is submitted**, not
+//!    when it is queued. A request queued for a connection that is then closed (a
+//!    server that accepts, answers and closes inside one pass never waits between)
+//!    would be submitted on whatever file that number names by then — in another
+//!    thread's hands, perhaps. So poll requests are kept as (fd, sequence) until
+//!    the submit in `wait`, built only if the registration still wants them; a
+//!    registration removed before that costs the ring nothing at all.
 
 use super::syscall::{current_tid, syscall};
 use super::{Backend, SysEvent, Watch};
@@ -89,8 +104,11 @@ struct Slot {
     watch: Option<Watch>,
     /// Sequence of the current poll request; its CQEs are the only ones that count.
     seq: u32,
-    /// A poll request is in flight (or queued for submission).
+    /// A poll request is in flight (or waiting in `arms` for submission).
     armed: bool,
+    /// The current request is still in `arms`: the kernel has not seen it, so
+    /// cancelling it is forgetting it (quirk l).
+    unsubmitted: bool,
     /// A oneshot registration delivered its event.
     spent: bool,
     /// In the ready FIFO.
@@ -110,6 +128,8 @@ pub(crate) struct UringBackend {
     slots: Vec<Slot>,
     ready: VecDeque<RawFd>,
     backlog: VecDeque<squeue::Entry>,
+    /// Poll requests to build at the next submit: (fd, sequence) (quirk l).
+    arms: Vec<(RawFd, u32)>,
     next_seq: u32,
     lost_seen: u32,
     /// This call's events: (fd, poll bits).
@@ -204,21 +224,23 @@ impl UringBackend {
         }
     }
 
-    /// Queues a poll request for `fd`'s current watch (quirk b).
+    /// Asks for a poll request for `fd`'s current watch (quirk b); it is built
+    /// from the watch at the next submit, if the watch still wants it (quirk l).
     fn arm(&mut self, fd: RawFd) {
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         let seq = self.next_seq;
         let slot = self.slot(fd);
-        let Some(w) = slot.watch else { return };
+        if slot.watch.is_none() {
+            return;
+        }
         slot.seq = seq;
         slot.armed = true;
-        let e = opcode::PollAdd::new(types::Fd(fd), w.interest.to_poll() as u16 as u32)
-            .multi(w.mode == Mode::Event)
-            .build()
-            .user_data(((seq as u64) << 32) | fd as u32 as u64);
-        self.queue_sqe(e);
+        slot.unsubmitted = true;
+        self.arms.push((fd, seq));
     }
 
+    /// Ends `fd`'s current request: forgotten if the kernel has not seen it yet,
+    /// else cancelled with `ASYNC_CANCEL` (quirk g: `POLL_REMOVE` can refuse).
     fn cancel(&mut self, fd: RawFd) {
         let slot = self.slot(fd);
         if !slot.armed {
@@ -227,7 +249,33 @@ impl UringBackend {
         slot.armed = false;
         let target = ((slot.seq as u64) << 32) | fd as u32 as u64;
         slot.seq = 0;
-        self.queue_sqe(opcode::PollRemove::new(target).build().user_data(INTERNAL));
+        if std::mem::take(&mut slot.unsubmitted) {
+            // Its entry in `arms` no longer matches the slot's sequence: skipped.
+            return;
+        }
+        self.queue_sqe(opcode::AsyncCancel::new(target).build().user_data(INTERNAL));
+    }
+
+    /// Builds the SQEs of the poll requests still wanted, at the last moment: the
+    /// fd number is resolved by the kernel at submit (quirk l).
+    fn build_arms(&mut self) {
+        let arms = std::mem::take(&mut self.arms);
+        for &(fd, seq) in &arms {
+            let slot = &mut self.slots[fd as usize];
+            let Some(w) = slot.watch else { continue };
+            if !slot.armed || !slot.unsubmitted || slot.seq != seq {
+                continue;
+            }
+            slot.unsubmitted = false;
+            let e = opcode::PollAdd::new(types::Fd(fd), w.interest.to_poll() as u16 as u32)
+                .multi(w.mode == Mode::Event)
+                .build()
+                .user_data(((seq as u64) << 32) | fd as u32 as u64);
+            self.queue_sqe(e);
+        }
+        // Keep the allocation.
+        self.arms = arms;
+        self.arms.clear();
     }
 
     /// Re-arms every registration that should be polled (quirks c, d, e).
@@ -253,16 +301,20 @@ impl UringBackend {
         self.single_issuer = single;
         self.issuer = current_tid();
         self.backlog.clear();
+        self.arms.clear();
         self.lost_seen = 0;
         for s in &mut self.slots {
             s.armed = false;
+            s.unsubmitted = false;
         }
         self.rearm_all();
         Ok(())
     }
 
-    /// Moves the backlog into the SQ, submitting (without waiting) when it fills.
+    /// Builds the wanted poll requests and moves the backlog into the SQ,
+    /// submitting (without waiting) when it fills.
     fn fill_sq(&mut self) -> io::Result<()> {
+        self.build_arms();
         while let Some(e) = self.backlog.front() {
             // SAFETY: as in `queue_sqe`.
             if unsafe { self.ring.submission().push(e) }.is_ok() {
@@ -415,6 +467,7 @@ impl Backend for UringBackend {
             slots: Vec::new(),
             ready: VecDeque::new(),
             backlog: VecDeque::new(),
+            arms: Vec::new(),
             next_seq: 0,
             lost_seen: 0,
             batch: Vec::new(),
