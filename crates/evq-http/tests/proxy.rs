@@ -10,19 +10,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-/// These tests run one at a time. Run in parallel in one process, the
-/// `select`/level case of `every_backend_proxies_to_the_evq_server` intermittently
-/// got no response (about 3 runs in 4; 0 of 12 alone, 0 of 8 with one test thread).
-/// The cause is not yet found; the suspicion is an interaction through descriptor
-/// numbers (select watches numbers) between the in-process origins, proxies and
-/// clients of different tests. Recorded in the issue note; remove this lock when
-/// the interaction is understood.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// An origin that answers by path: /cl, /chunked, /close, /garbage, /hang,
 /// /reset, /echo (reads a Content-Length or chunked body, reports its size).
 fn scripted_origin() -> SocketAddr {
@@ -135,7 +122,6 @@ fn proxy_mode(
 
 #[test]
 fn relays_content_length_and_chunked_with_keepalive_pool() {
-    let _serial = serial();
     relay_framings(None);
     relay_framings(Some(evq_http::DeliveryMode::Oneshot));
 }
@@ -172,7 +158,6 @@ fn relay_framings(mode: Option<evq_http::DeliveryMode>) {
 
 #[test]
 fn origin_failures_become_502_and_timeouts_504() {
-    let _serial = serial();
     let proxy = proxy_to(scripted_origin(), None);
     for (path, status) in [("/garbage", 502), ("/reset", 502), ("/hang", 504)] {
         let r = get(
@@ -222,7 +207,6 @@ fn origin_failures_become_502_and_timeouts_504() {
 
 #[test]
 fn every_backend_proxies_to_the_evq_server() {
-    let _serial = serial();
     use evq_http::DeliveryMode;
     for (kind, mode) in backends()
         .into_iter()
@@ -250,7 +234,6 @@ fn every_backend_proxies_to_the_evq_server() {
 
 #[test]
 fn stale_pooled_connection_is_retried() {
-    let _serial = serial();
     let mut cfg = config(None);
     cfg.idle_timeout = Duration::from_millis(200);
     let server = start(&cfg);
@@ -276,7 +259,6 @@ fn stale_pooled_connection_is_retried() {
 
 #[test]
 fn half_closed_and_vanishing_clients() {
-    let _serial = serial();
     let proxy = proxy_to(scripted_origin(), None);
     // Request, then shutdown(SHUT_WR): the response still arrives.
     let mut c = Client::connect(proxy.addr());
