@@ -9,6 +9,7 @@
 pub mod experiments;
 mod lab;
 pub mod machine;
+pub mod peer_servers;
 pub mod pipebench;
 pub mod plot;
 mod probe_fds;
