@@ -6,6 +6,7 @@
 
 #![deny(missing_docs)]
 
+pub mod bench_rust_peers;
 pub mod experiments;
 mod lab;
 pub mod machine;

@@ -67,6 +67,13 @@ const COLORS: &[RGBColor] = &[
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    // Beyond ten series (bench-c has up to twelve): darker, still distinct.
+    RGBColor(0, 0, 0),
+    RGBColor(0, 0, 128),
+    RGBColor(128, 0, 0),
+    RGBColor(0, 110, 70),
+    RGBColor(120, 90, 0),
+    RGBColor(90, 0, 120),
 ];
 
 fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {

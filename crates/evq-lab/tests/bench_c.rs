@@ -1,7 +1,9 @@
 //! The bench.c chain does its work on every contender: exactly reps × (w + a)
-//! reads, for evq on every backend and for every peer library installed here.
+//! reads, for evq on every backend, for every peer library installed here and
+//! for the Rust crates mio and polling.
 
 use evq::BackendKind;
+use evq_lab::bench_rust_peers::{RustPeer, MIO_VERSION, POLLING_VERSION};
 use evq_lab::experiments::bench_c::{build_peer, run_evq, run_peer};
 
 const PEERS: &[(&str, &str, &str)] = &[
@@ -41,4 +43,34 @@ fn every_contender_completes_the_chain() {
     }
     eprintln!("{built} peer libraries ran");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn rust_peers_complete_the_chain() {
+    // The second shape has every pipe active, so bytes pile up on one pipe and
+    // mio's edge-triggered drain reads several per event; the third chains one
+    // pipe to itself.
+    for (n, a, w, reps) in [(10, 2, 10, 3), (4, 4, 50, 3), (1, 1, 20, 2)] {
+        for peer in RustPeer::ALL {
+            let (times, reads) = peer.run(n, a, w, reps).unwrap();
+            assert_eq!(
+                reads,
+                (reps * (w + a)) as u64,
+                "{} n={n} a={a} w={w}",
+                peer.name()
+            );
+            assert_eq!(times.len(), reps, "{}", peer.name());
+            assert!(times.iter().all(|t| *t > 0.0), "{}: {times:?}", peer.name());
+        }
+    }
+}
+
+#[test]
+fn rust_peer_versions_come_from_the_lock() {
+    // Cargo.toml asks for mio 1 and polling 3; the build script read what Cargo.lock resolved.
+    assert!(MIO_VERSION.starts_with("1."), "mio {MIO_VERSION}");
+    assert!(
+        POLLING_VERSION.starts_with("3."),
+        "polling {POLLING_VERSION}"
+    );
 }

@@ -1,11 +1,13 @@
 //! Experiment 2, libevent's `bench.c` shape (SEEDS 002's pipetest family): `n`
 //! socketpairs, `a` active, `w` writes chained from each readable pipe to the
 //! next; time per run. evq on every backend beside libev, libevent and libuv
-//! (C programs in `peers/`, compiled at run time against Debian's packages).
+//! (C programs in `peers/`, compiled at run time against Debian's packages) and
+//! the Rust crates mio and polling ([`crate::bench_rust_peers`], built in).
 //!
 //! Registration happens once, outside the timed part, for every contender alike;
 //! the first repetition of each run is a warm-up and is dropped.
 
+use crate::bench_rust_peers::RustPeer;
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, ExperimentRecord};
 use crate::Scenario;
@@ -36,7 +38,7 @@ const PEERS: &[(&str, &str, &str)] = &[
 /// One contender at one point.
 #[derive(Serialize, Clone, Debug)]
 pub struct BenchPoint {
-    /// `evq-<backend>` or the peer library.
+    /// `evq-<backend>`, the C peer library or the Rust crate.
     pub contender: String,
     /// The mechanism it ran on.
     pub backend: String,
@@ -247,6 +249,20 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
                     runs: reps,
                 });
             }
+            for peer in RustPeer::ALL {
+                let (mut t, reads) = peer.run(n, a, w, reps + 1)?;
+                t.remove(0);
+                points.push(BenchPoint {
+                    contender: peer.name().into(),
+                    backend: peer.backend().into(),
+                    n,
+                    a,
+                    w,
+                    us_per_run: median(t),
+                    reads,
+                    runs: reps,
+                });
+            }
         }
     }
     let at = |c: &str, n: usize, a: usize| {
@@ -259,35 +275,61 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     let growth = |c: &str| at(c, hi, 1).zip(at(c, lo, 1)).map(|(h, l)| h / l);
     let fmt = |c: &str| growth(c).map_or("-".into(), |g| format!("×{g:.2}"));
     let mut checks = Vec::new();
-    let flat = ["evq-epoll", "libevent", "libev", "libuv"]
+    let flat = ["evq-epoll", "libevent", "libev", "libuv", "mio", "polling"]
         .iter()
         .filter_map(|c| growth(c))
         .collect::<Vec<_>>();
     checks.push(ClaimCheck::judged(
         "epoll-based loops cost (nearly) the same per run as idle pipes grow, while poll-based ones grow (SEEDS 002's dead-pipe runs)",
         format!(
-            "a=1, {lo} → {hi} pipes: evq-epoll {}, libevent {}, libev {}, libuv {}, evq-poll {}, evq-select {}",
-            fmt("evq-epoll"), fmt("libevent"), fmt("libev"), fmt("libuv"), fmt("evq-poll"), fmt("evq-select")
+            "a=1, {lo} → {hi} pipes: evq-epoll {}, libevent {}, libev {}, libuv {}, mio {}, polling {}, evq-poll {}, evq-select {}",
+            fmt("evq-epoll"), fmt("libevent"), fmt("libev"), fmt("libuv"), fmt("mio"), fmt("polling"), fmt("evq-poll"), fmt("evq-select")
         ),
         growth("evq-poll").filter(|_| !flat.is_empty()).map(|p| flat.iter().all(|g| *g <= 2.0) && p > 2.0),
         "holds if every epoll-based contender grows at most 2× over the sweep and evq's poll backend grows more than 2×",
     ));
-    let mut ratios = Vec::new();
-    for &n in &ns {
-        for &a in actives.iter().filter(|&&a| a <= n) {
-            let best = peers
-                .iter()
-                .filter_map(|(name, _)| at(name, n, a).map(|t| (t, name.clone())))
-                .min_by(|x, y| x.0.total_cmp(&y.0));
-            if let (Some(e), Some((b, who))) = (at("evq-epoll", n, a), best) {
-                ratios.push((n, a, e / b, who));
+    // evq-epoll's median over the fastest of `rivals` at every point.
+    let ratios_against = |rivals: &[&str]| {
+        let mut ratios = Vec::new();
+        for &n in &ns {
+            for &a in actives.iter().filter(|&&a| a <= n) {
+                let best = rivals
+                    .iter()
+                    .filter_map(|name| at(name, n, a).map(|t| (t, name.to_string())))
+                    .min_by(|x, y| x.0.total_cmp(&y.0));
+                if let (Some(e), Some((b, who))) = (at("evq-epoll", n, a), best) {
+                    ratios.push((n, a, e, b, who));
+                }
             }
         }
-    }
+        ratios
+    };
+    let c_peers: Vec<&str> = peers.iter().map(|(name, _)| name.as_str()).collect();
+    let ratios = ratios_against(&c_peers);
     checks.push(ClaimCheck::judged(
         "evq (epoll) is at least as fast as libev, libevent and libuv on the same chain (evq's claim)",
-        ratios.iter().map(|(n, a, r, who)| format!("n={n} a={a}: evq-epoll / best peer ({who}) = {r:.2}")).collect::<Vec<_>>().join("; "),
-        (!ratios.is_empty()).then(|| ratios.iter().all(|r| r.2 <= 1.05)),
+        ratios.iter().map(|(n, a, e, b, who)| format!("n={n} a={a}: evq-epoll / best peer ({who}) = {:.2}", e / b)).collect::<Vec<_>>().join("; "),
+        (!ratios.is_empty()).then(|| ratios.iter().all(|r| r.2 / r.3 <= 1.05)),
+        "holds if the ratio of medians is at most 1.05 at every point",
+    ));
+    let rust_names: Vec<&str> = RustPeer::ALL.iter().map(|p| p.name()).collect();
+    let ratios = ratios_against(&rust_names);
+    checks.push(ClaimCheck::judged(
+        "evq (epoll) is at least as fast as the Rust crates mio and polling on the same chain (evq's claim)",
+        ratios
+            .iter()
+            .map(|(n, a, e, b, who)| {
+                let us = |c: &str| at(c, *n, *a).map_or("-".into(), |t| format!("{t:.1}"));
+                format!(
+                    "n={n} a={a}: evq-epoll {e:.1} µs, mio {} µs, polling {} µs; evq-epoll / best ({who}) = {:.2}",
+                    us("mio"),
+                    us("polling"),
+                    e / b
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        (!ratios.is_empty()).then(|| ratios.iter().all(|r| r.2 / r.3 <= 1.05)),
         "holds if the ratio of medians is at most 1.05 at every point",
     ));
     let mut record = ExperimentRecord::new(
@@ -330,11 +372,17 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
             &format!("bench-c-a{a}"),
         ));
     }
-    notes.push("mio and polling (Rust) are not yet contenders in this scenario.".into());
     notes.push(format!("Every contender registers once outside the timed part and drops its first repetition; median of {reps} runs. Peers: C programs in crates/evq-lab/peers built with cc -O2 against Debian's libev, libevent and libuv; each prints the backend it chose."));
+    notes.push(format!(
+        "Rust peers, built into the lab (versions as Cargo.lock resolved them): mio {} and polling {}, both on epoll, 64 events per wait. mio is edge-triggered, so each event drains its pipe to EAGAIN (one more recv per event than the C peers, and several bytes per event where chains meet); polling is oneshot, so each event is re-armed with modify (one epoll_ctl per event), and its wait also resets its timer and notifier descriptors.",
+        RustPeer::Mio.version(),
+        RustPeer::Polling.version()
+    ));
     record.notes = notes;
     record.commands.push(format!(
-        "evq lab --only bench-c   (peers: crates/evq-lab/peers/bench_*.c N A {w} REPS)"
+        "evq lab --only bench-c   (peers: crates/evq-lab/peers/bench_*.c N A {w} REPS; mio {} and polling {} in-process: evq_lab::bench_rust_peers)",
+        RustPeer::Mio.version(),
+        RustPeer::Polling.version()
     ));
     record.data = serde_json::to_value(&points).map_err(io::Error::other)?;
     Ok(record)
