@@ -50,7 +50,12 @@ pub struct BenchPoint {
     pub w: usize,
     /// Median microseconds per run.
     pub us_per_run: f64,
-    /// Reads performed in all timed runs (must be runs × (w + a)).
+    /// Fastest and slowest timed run.
+    pub us_min: f64,
+    /// Slowest timed run.
+    pub us_max: f64,
+    /// Reads performed in all runs, warm-ups included (must be
+    /// (runs + rounds) × (w + a)).
     pub reads: u64,
     /// Timed runs.
     pub runs: usize,
@@ -193,10 +198,48 @@ pub fn run_peer(
     ))
 }
 
+/// One of the programs the chain runs on.
+enum Contender {
+    Evq(BackendKind),
+    C(String, PathBuf),
+    Rust(RustPeer),
+}
+
+impl Contender {
+    fn name(&self) -> String {
+        match self {
+            Contender::Evq(k) => format!("evq-{}", k.name()),
+            Contender::C(name, _) => name.clone(),
+            Contender::Rust(p) => p.name().into(),
+        }
+    }
+
+    /// (backend, µs per repetition, reads).
+    fn run(
+        &self,
+        n: usize,
+        a: usize,
+        w: usize,
+        reps: usize,
+    ) -> io::Result<(String, Vec<f64>, u64)> {
+        match self {
+            Contender::Evq(k) => {
+                let (t, reads) = run_evq(*k, n, a, w, reps)?;
+                Ok((k.name().into(), t, reads))
+            }
+            Contender::C(_, bin) => run_peer(bin, n, a, w, reps),
+            Contender::Rust(p) => {
+                let (t, reads) = p.run(n, a, w, reps)?;
+                Ok((p.backend().into(), t, reads))
+            }
+        }
+    }
+}
+
 /// Runs the sweep and judges the claims.
 pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     let (ns, actives, w, reps) = if scenario.smoke {
-        (vec![10, 50], vec![1], 10, 2)
+        (vec![10, 50], vec![1], 10, 2usize)
     } else if scenario.quick {
         (vec![100, 1000], vec![1, 100], 100, 9)
     } else {
@@ -213,54 +256,51 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         }
     }
     let kinds = BackendKind::candidates();
+    // Every contender runs once per round, in turn, and the rounds repeat: slow
+    // phases of a shared machine then fall on everyone alike instead of on
+    // whoever ran during them (A/B/A/B, not AAA/BBB).
+    let rounds: usize = if scenario.smoke { 1 } else { 3 };
+    let per_round = reps.div_ceil(rounds);
+    let mut contenders: Vec<Contender> = kinds.iter().map(|&k| Contender::Evq(k)).collect();
+    contenders.extend(
+        peers
+            .iter()
+            .map(|(name, bin)| Contender::C(name.clone(), bin.clone())),
+    );
+    contenders.extend(RustPeer::ALL.iter().map(|&p| Contender::Rust(p)));
     let mut points = Vec::new();
     for &n in &ns {
         for &a in actives.iter().filter(|&&a| a <= n) {
             scenario.progress(&format!("n={n} a={a} w={w}"));
-            // +1: the first repetition is a warm-up, dropped for everyone alike.
-            for &kind in &kinds {
-                let (mut t, reads) = run_evq(kind, n, a, w, reps + 1)?;
-                t.remove(0);
-                points.push(BenchPoint {
-                    contender: format!("evq-{}", kind.name()),
-                    backend: kind.name().into(),
-                    n,
-                    a,
-                    w,
-                    us_per_run: median(t),
-                    reads,
-                    runs: reps,
-                });
-            }
-            for (name, bin) in &peers {
-                let (backend, mut t, reads) = run_peer(bin, n, a, w, reps + 1)?;
-                if t.len() < 2 {
-                    return Err(io::Error::other(format!("{name} reported no runs")));
+            let mut runs: Vec<(String, Vec<f64>, u64)> =
+                vec![(String::new(), Vec::new(), 0); contenders.len()];
+            for _ in 0..rounds {
+                for (c, acc) in contenders.iter().zip(runs.iter_mut()) {
+                    // +1: the first repetition is a warm-up, dropped for everyone alike.
+                    let (backend, mut t, reads) = c.run(n, a, w, per_round + 1)?;
+                    if t.len() < 2 {
+                        return Err(io::Error::other(format!("{} reported no runs", c.name())));
+                    }
+                    t.remove(0);
+                    acc.0 = backend;
+                    acc.1.extend(t);
+                    acc.2 += reads;
                 }
-                t.remove(0);
+            }
+            for (c, (backend, t, reads)) in contenders.iter().zip(runs) {
+                let min = t.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = t.iter().copied().fold(0.0, f64::max);
                 points.push(BenchPoint {
-                    contender: name.clone(),
+                    contender: c.name(),
                     backend,
                     n,
                     a,
                     w,
+                    runs: t.len(),
                     us_per_run: median(t),
+                    us_min: min,
+                    us_max: max,
                     reads,
-                    runs: reps,
-                });
-            }
-            for peer in RustPeer::ALL {
-                let (mut t, reads) = peer.run(n, a, w, reps + 1)?;
-                t.remove(0);
-                points.push(BenchPoint {
-                    contender: peer.name().into(),
-                    backend: peer.backend().into(),
-                    n,
-                    a,
-                    w,
-                    us_per_run: median(t),
-                    reads,
-                    runs: reps,
                 });
             }
         }
@@ -372,7 +412,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
             &format!("bench-c-a{a}"),
         ));
     }
-    notes.push(format!("Every contender registers once outside the timed part and drops its first repetition; median of {reps} runs. Peers: C programs in crates/evq-lab/peers built with cc -O2 against Debian's libev, libevent and libuv; each prints the backend it chose."));
+    notes.push(format!("Every contender registers once outside the timed part; contenders take turns in {rounds} rounds of {per_round} timed runs each (plus one dropped warm-up per round), so a slow phase of the shared machine falls on all of them; median of the {} runs, min–max in results.json. Peers: C programs in crates/evq-lab/peers built with cc -O2 against Debian's libev, libevent and libuv; each prints the backend it chose.", rounds * per_round));
     notes.push(format!(
         "Rust peers, built into the lab (versions as Cargo.lock resolved them): mio {} and polling {}, both on epoll, 64 events per wait. mio is edge-triggered, so each event drains its pipe to EAGAIN (one more recv per event than the C peers, and several bytes per event where chains meet); polling is oneshot, so each event is re-armed with modify (one epoll_ctl per event), and its wait also resets its timer and notifier descriptors.",
         RustPeer::Mio.version(),
