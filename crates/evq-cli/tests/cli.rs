@@ -171,6 +171,7 @@ fn lab_smoke_writes_a_well_formed_report() {
         "burst",
         "herd",
         "proxy",
+        "load-client",
     ] {
         assert!(names.contains(&want), "{names:?}");
     }

@@ -101,6 +101,12 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
         claim: "with 2,000 connections the explicit API improves maximum throughput by 28%",
         run: Ok(crate::experiments::proxy::run),
     },
+    ScenarioEntry {
+        name: "load-client",
+        seed: "002 Libenzi /dev/epoll and 000 Banga et al.: httperf as the load client",
+        claim: "an event-driven load client built on evq outdoes httperf",
+        run: Ok(crate::experiments::load_client::run),
+    },
 ];
 
 fn not_run(entry: &ScenarioEntry, why: &str) -> ExperimentRecord {

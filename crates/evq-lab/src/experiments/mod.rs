@@ -4,6 +4,7 @@ pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
 pub mod herd;
+pub mod load_client;
 pub mod pipe_scaling;
 pub mod proxy;
 pub mod signals;
