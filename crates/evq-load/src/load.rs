@@ -557,40 +557,45 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
     let (lo, hi) = (1024u32, 65535u32);
     let span = (hi - lo + 1) / cfg.threads as u32;
     let progress = cfg.progress && sys::stderr_is_tty();
-    let results: Vec<io::Result<(ThreadStats, bool)>> = std::thread::scope(|s| {
+    // Each worker says when it finished: the test ends with the last of them, not
+    // when the supervisor's 50 ms poll notices (which would understate the rate).
+    let results: Vec<io::Result<(ThreadStats, bool, Instant)>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (k, queue) in queues.into_iter().enumerate() {
             let shared = &shared;
             let burst_buf = burst_buf.clone();
             let req_len = request.len();
-            handles.push(s.spawn(move || -> io::Result<(ThreadStats, bool)> {
-                let port_lo = lo + span * k as u32;
-                let mut w = Worker {
-                    cfg,
-                    shared,
-                    addr,
-                    edge: queue.capabilities().event,
-                    queue,
-                    slots: Vec::new(),
-                    gens: Vec::new(),
-                    free: Vec::new(),
-                    active: 0,
-                    stats: ThreadStats::new()?,
-                    plan: Plan::new(cfg, k, start),
-                    start,
-                    burst_buf,
-                    req_len,
-                    head_request: cfg.method.eq_ignore_ascii_case("HEAD"),
-                    rbuf: vec![0; READ_BUF],
-                    next_port: port_lo,
-                    port_lo,
-                    port_hi: port_lo + span.saturating_sub(1),
-                };
-                let r = w.run(hard_deadline);
-                shared.done.fetch_add(1, Ordering::SeqCst);
-                let cut = r?;
-                Ok((w.stats, cut))
-            }));
+            handles.push(
+                s.spawn(move || -> io::Result<(ThreadStats, bool, Instant)> {
+                    let port_lo = lo + span * k as u32;
+                    let mut w = Worker {
+                        cfg,
+                        shared,
+                        addr,
+                        edge: queue.capabilities().event,
+                        queue,
+                        slots: Vec::new(),
+                        gens: Vec::new(),
+                        free: Vec::new(),
+                        active: 0,
+                        stats: ThreadStats::new()?,
+                        plan: Plan::new(cfg, k, start),
+                        start,
+                        burst_buf,
+                        req_len,
+                        head_request: cfg.method.eq_ignore_ascii_case("HEAD"),
+                        rbuf: vec![0; READ_BUF],
+                        next_port: port_lo,
+                        port_lo,
+                        port_hi: port_lo + span.saturating_sub(1),
+                    };
+                    let r = w.run(hard_deadline);
+                    let finished = Instant::now();
+                    shared.done.fetch_add(1, Ordering::SeqCst);
+                    let cut = r?;
+                    Ok((w.stats, cut, finished))
+                }),
+            );
         }
         let mut last = Instant::now();
         while shared.done.load(Ordering::SeqCst) < cfg.threads {
@@ -619,14 +624,15 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
             })
             .collect()
     });
-    let end = Instant::now();
     let (user1, sys1) = sys::cpu_times();
     let mut total = ThreadStats::new()?;
     let mut cut_off = false;
+    let mut end = start;
     for r in results {
-        let (st, cut) = r?;
+        let (st, cut, finished) = r?;
         total.merge(&st);
         cut_off |= cut;
+        end = end.max(finished);
     }
     let duration_s = match &cfg.mode {
         LoopMode::Closed {

@@ -932,7 +932,6 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     {
         record.notes.push("Neither nginx nor any client had 90% of a core in its median run: on this shared machine both sides also waited for CPU, so the absolute rates are the machine's at the time; the ratios compare clients run alternately in the same period.".into());
     }
-    record.notes.push("evq load's open-loop test duration ends when its supervising thread next wakes (it polls the workers every 50 ms, crates/evq-load/src/load.rs), so it can overstate the duration by up to 50 ms: under 1% of a full-size run, up to a few percent of a --quick one, and most of a --smoke one. The error lowers evq load's reported rate, never raises it; it is left as the tool reports it, like httperf's and wrk's.".into());
     record.notes.push("httperf (Debian's build) uses select() and limits itself to FD_SETSIZE (1024) descriptors; at 100 connections that does not bind.".into());
     let failed: Vec<String> = runs
         .iter()
