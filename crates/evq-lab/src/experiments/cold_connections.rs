@@ -195,7 +195,8 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         },
         reasoning: "holds if the RT-signal backend keeps at least 90% and poll less than 80%".into(),
     });
-    let detail = super::cold_detail::run_detail(scenario)?;
+    let detail = super::cold_detail::run_detail(scenario)
+        .unwrap_or_else(|e| super::cold_detail::ColdDetail::failed(&e));
     checks.extend(detail.checks);
     let mut record = ExperimentRecord::new(
         "cold-connections",
