@@ -6,7 +6,7 @@
 //! client's ephemeral ports nor this process's descriptor limit); the hot load is a
 //! closed loop from `evq load` in this process. Figure 9 and Table 2 (latency
 //! against offered rate, and event notification's CPU share, at a fixed cold load)
-//! are measured by [`super::cold_detail`] and reported in the same record.
+//! are measured by the private `cold_detail` module and reported in the same record.
 
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, ExperimentRecord, Verdict};
