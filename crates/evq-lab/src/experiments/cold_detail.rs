@@ -6,8 +6,11 @@
 //! child holds the cold connections (from 127.0.0.2, as in
 //! [`super::cold_connections`]), and `evq load` offers an open-loop request rate:
 //! one request per connection, started on a fixed schedule whether or not earlier
-//! ones finished, like the paper's S-Clients. The rates are swept upward on the
-//! same server and cold set. Around each run the server's counters are read:
+//! ones finished, like the paper's S-Clients. Every backend's server is started
+//! with its cold set first; the rates are then swept upward, each run against
+//! every server in an order rotated from rate to rate, so that a drift in the
+//! shared machine's load is spread over the backends. Around each run the
+//! server's counters are read:
 //! its thread's CPU time in total and inside `get_next_event`
 //! (`CLOCK_THREAD_CPUTIME_ID`, [`evq_http::ServeReport::wait_cpu_ns`]).
 
