@@ -32,6 +32,11 @@ pub struct WorkerCounters {
     events: AtomicU64,
     bytes_sent: AtomicU64,
     open_conns: AtomicU64,
+    /// Thread CPU time since the worker started, as of its latest clock read.
+    cpu_ns: AtomicU64,
+    /// Thread CPU time spent inside `get_next_event`; never more than `cpu_ns` as
+    /// read after it (stored after `cpu_ns`, with release ordering).
+    wait_cpu_ns: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -71,6 +76,22 @@ impl WorkerCounters {
     pub(crate) fn set_open(&self, n: usize) {
         self.open_conns.store(n as u64, Ordering::Relaxed);
     }
+    /// The thread has used `total_ns` of CPU since it started.
+    pub(crate) fn set_cpu(&self, total_ns: u64) {
+        self.cpu_ns.store(total_ns, Ordering::Relaxed);
+    }
+    /// A wait returned: the thread has used `total_ns` of CPU since it started,
+    /// `wait_ns` of it inside this `get_next_event` call.
+    pub(crate) fn waited(&self, total_ns: u64, wait_ns: u64) {
+        self.cpu_ns.store(total_ns, Ordering::Relaxed);
+        // Release: whoever sees this wait total also sees the CPU total stored
+        // above (or a later one), so a snapshot never has wait > total.
+        let w = self
+            .wait_cpu_ns
+            .load(Ordering::Relaxed)
+            .wrapping_add(wait_ns);
+        self.wait_cpu_ns.store(w, Ordering::Release);
+    }
 }
 
 /// A snapshot of all counters, summed over workers: the exit report and the JSON
@@ -106,6 +127,19 @@ pub struct ServeReport {
     pub bytes_sent: u64,
     /// Connections open when the snapshot was taken.
     pub open_conns: u64,
+    /// CPU time the worker threads have used since they started (user plus system,
+    /// `CLOCK_THREAD_CPUTIME_ID`, summed over threads), in nanoseconds, as of each
+    /// thread's latest pass through its event loop. Time blocked is not CPU time.
+    pub cpu_ns: u64,
+    /// The part of `cpu_ns` spent inside `get_next_event` (event notification: the
+    /// backend's system calls, its scans of interest and results, and the
+    /// scheduler's work to put the thread to sleep and wake it). Read with two
+    /// clock reads around each call, so it includes a share of those reads too.
+    /// Never more than `cpu_ns`.
+    pub wait_cpu_ns: u64,
+    /// `wait_cpu_ns / cpu_ns`: the share of the server's CPU time spent in event
+    /// notification (0 before any CPU time is counted).
+    pub wait_cpu_share: f64,
 }
 
 impl ServeReport {
@@ -134,9 +168,18 @@ impl ServeReport {
             r.events += get(&w.events);
             r.bytes_sent += get(&w.bytes_sent);
             r.open_conns += get(&w.open_conns);
+            // Wait first (acquire), then the total it was stored after.
+            let wait = w.wait_cpu_ns.load(Ordering::Acquire);
+            r.wait_cpu_ns += wait;
+            r.cpu_ns += get(&w.cpu_ns);
         }
         r.events_per_call = if r.wakeups > 0 {
             r.events as f64 / r.wakeups as f64
+        } else {
+            0.0
+        };
+        r.wait_cpu_share = if r.cpu_ns > 0 {
+            r.wait_cpu_ns as f64 / r.cpu_ns as f64
         } else {
             0.0
         };
@@ -175,12 +218,15 @@ impl std::fmt::Display for ServeReport {
             .collect();
         write!(
             f,
-            "responses {}; {} wakeups, {} events ({:.2} per call), {} bytes sent",
+            "responses {}; {} wakeups, {} events ({:.2} per call), {} bytes sent; CPU {:.3} s, {:.3} s of it waiting for events ({:.1}%)",
             by.join(" "),
             self.wakeups,
             self.events,
             self.events_per_call,
-            self.bytes_sent
+            self.bytes_sent,
+            self.cpu_ns as f64 / 1e9,
+            self.wait_cpu_ns as f64 / 1e9,
+            100.0 * self.wait_cpu_share
         )
     }
 }

@@ -126,11 +126,22 @@ enum Flush {
 impl Worker {
     pub(crate) fn run(mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(self.max_events);
+        // CPU accounting: two thread-clock reads per wait, one before and one after
+        // `get_next_event`; the difference is event-notification time.
+        let cpu_start = sys::thread_cpu_ns();
         let result = loop {
             let timeout = self
                 .shutdown_deadline
                 .map(|d| d.saturating_duration_since(Instant::now()));
-            let n = match self.queue.get_next_event(&mut events, timeout) {
+            let before = sys::thread_cpu_ns();
+            self.shared.counters[self.id].set_cpu(before.saturating_sub(cpu_start));
+            let got = self.queue.get_next_event(&mut events, timeout);
+            let after = sys::thread_cpu_ns();
+            self.shared.counters[self.id].waited(
+                after.saturating_sub(cpu_start),
+                after.saturating_sub(before),
+            );
+            let n = match got {
                 Ok(n) => n,
                 Err(e) => break Err(e),
             };
@@ -173,6 +184,7 @@ impl Worker {
             self.shared.counters[self.id].set_open(self.open);
         };
         self.teardown();
+        self.shared.counters[self.id].set_cpu(sys::thread_cpu_ns().saturating_sub(cpu_start));
         result
     }
 

@@ -384,6 +384,65 @@ fn stats_path_serves_counters_as_json() {
     server.stop();
 }
 
+/// The CPU accounting of Table 2 (SEEDS 000): thread CPU time in total and inside
+/// `get_next_event`, counted for real on every backend.
+#[test]
+fn cpu_counters_measure_time_in_get_next_event() {
+    for kind in backends() {
+        let mut cfg = config(Some(kind));
+        cfg.threads = 1;
+        cfg.stats_path = Some("/.evq/stats".into());
+        let started = std::time::Instant::now();
+        let server = start(&cfg);
+        let idle = server.report();
+        assert!(idle.wait_cpu_ns <= idle.cpu_ns, "{kind}: {idle:?}");
+        let mut c = Client::connect(server.addr());
+        for _ in 0..300 {
+            c.send(REQ.as_bytes());
+            assert_eq!(c.response(false).unwrap().status, 200, "{kind}");
+        }
+        let mid = server.report();
+        assert!(mid.requests >= 300, "{kind}");
+        assert!(mid.cpu_ns > 0, "{kind}: no CPU time counted: {mid:?}");
+        assert!(mid.wait_cpu_ns > 0, "{kind}: no wait CPU counted: {mid:?}");
+        assert!(mid.wait_cpu_ns <= mid.cpu_ns, "{kind}: {mid:?}");
+        assert!(
+            (0.0..=1.0).contains(&mid.wait_cpu_share) && mid.wait_cpu_share > 0.0,
+            "{kind}: {mid:?}"
+        );
+        // 300 requests cost the server CPU time: more than the idle snapshot, and
+        // no more than the wall time (one thread's clock, not the process's).
+        assert!(mid.cpu_ns > idle.cpu_ns, "{kind}: {idle:?} then {mid:?}");
+        let wall = started.elapsed().as_nanos() as u64;
+        assert!(
+            mid.cpu_ns <= wall,
+            "{kind}: {} ns CPU in {wall} ns",
+            mid.cpu_ns
+        );
+        // The JSON stats carry the fields.
+        c.send(b"GET /.evq/stats HTTP/1.1\r\nHost: t\r\n\r\n");
+        let v: serde_json::Value =
+            serde_json::from_slice(&c.response(false).unwrap().body).unwrap();
+        let (cpu, wait) = (
+            v["cpu_ns"].as_u64().unwrap(),
+            v["wait_cpu_ns"].as_u64().unwrap(),
+        );
+        assert!(
+            cpu >= mid.cpu_ns && wait >= mid.wait_cpu_ns && wait <= cpu,
+            "{kind}: {v}"
+        );
+        assert!(v["wait_cpu_share"].as_f64().is_some(), "{kind}: {v}");
+        drop(c);
+        let end = server.stop();
+        assert!(
+            end.cpu_ns >= mid.cpu_ns && end.wait_cpu_ns >= mid.wait_cpu_ns,
+            "{kind}"
+        );
+        assert!(end.wait_cpu_ns <= end.cpu_ns, "{kind}: {end:?}");
+        assert!(end.to_string().contains("waiting for events"), "{end}");
+    }
+}
+
 #[test]
 fn every_backend_in_every_delivery_mode_it_has() {
     use evq_http::DeliveryMode;

@@ -1,8 +1,8 @@
 //! Line charts for the report: SVG (embedded in the HTML) and a PNG copy.
 //!
-//! PNG text needs a TrueType font; the DejaVu fonts Debian ships are registered at
-//! run time. Without one the PNG is skipped (the SVG, which leaves text to the
-//! browser, is always written).
+//! Text needs a TrueType font, for the PNG and also for the SVG (plotters measures
+//! text with it to lay the chart out); the DejaVu fonts Debian ships are registered
+//! at run time, before the first chart is drawn. Without one the PNG is skipped.
 
 use crate::record::PlotRecord;
 use plotters::prelude::*;
@@ -172,6 +172,9 @@ where
 
 /// Draws `chart` as SVG (returned) and as `dir/file_stem.png`.
 pub fn render(chart: &Chart, dir: &Path, file_stem: &str) -> PlotRecord {
+    // Register the font first: the SVG backend measures text with it too, so the
+    // first chart a process draws would otherwise fail with `FontUnavailable`.
+    let have_font = font_registered();
     let mut svg = String::new();
     if let Err(e) = draw(
         SVGBackend::with_string(&mut svg, (900, 520)).into_drawing_area(),
@@ -180,7 +183,7 @@ pub fn render(chart: &Chart, dir: &Path, file_stem: &str) -> PlotRecord {
         svg = format!("<p>plot failed: {}</p>", crate::report::escape(&e));
     }
     let mut png = String::new();
-    if font_registered() {
+    if have_font {
         let name = format!("{file_stem}.png");
         let path = dir.join(&name);
         if draw(

@@ -3,6 +3,7 @@
 pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
+mod cold_detail;
 pub mod herd;
 pub mod load_client;
 pub mod pipe_scaling;
