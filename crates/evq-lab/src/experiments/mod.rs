@@ -7,3 +7,4 @@ pub mod herd;
 pub mod pipe_scaling;
 pub mod proxy;
 pub mod signals;
+pub(crate) mod signals_overload;

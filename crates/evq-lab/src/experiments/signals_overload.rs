@@ -1,0 +1,668 @@
+//! Experiment 4, second half (SEEDS 001, Graphs 3–4): overload. `evq serve` on
+//! the RT-signal backends (epoll beside them as the reference), one thread, with
+//! and without seed 001's load limiting, driven by an open-loop `evq load` from
+//! below to well past its capacity. Does the server without limiting degrade past
+//! capacity, and does the one with limiting hold its throughput and turn errors into
+//! quick resets?
+//!
+//! The sweep adapts to the machine: a short closed-loop probe per backend finds the
+//! capacity first, and the offered rates are multiples of the largest probe.
+//!
+//! On loopback the client spends more CPU per connection than the server, so on a
+//! small machine an unhindered server can never be offered more than it can take.
+//! The server's one thread is therefore given a fixed CPU budget
+//! ([`BUDGET_RUNTIME`] in every [`BUDGET_PERIOD`], `SCHED_DEADLINE`): a server
+//! machine that much slower than its client, as the seed had a client machine
+//! beside its server. Where the kernel refuses the budget, the sweep runs without
+//! it and the client's own lag decides which points count.
+
+use crate::plot::{render, Chart, Series};
+use crate::record::{ClaimCheck, PlotRecord};
+use crate::Scenario;
+use evq::BackendKind;
+use evq_http::{ServeConfig, ServerHandle, ShedConfig};
+use evq_load::{run_load, ErrorKind, LoadConfig, LoadReport};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io;
+use std::time::Duration;
+
+/// CPU the server's thread may use in every [`BUDGET_PERIOD`].
+pub(crate) const BUDGET_RUNTIME: Duration = Duration::from_micros(100);
+/// Period of the server's CPU budget.
+pub(crate) const BUDGET_PERIOD: Duration = Duration::from_millis(1);
+/// The name `ServerHandle` gives its first (here: only) worker thread.
+const SERVER_THREAD: &str = "evq-serve-0";
+
+/// Connections of the closed-loop capacity probe.
+const PROBE_CONNECTIONS: usize = 32;
+/// Reply size: seed 001 fetched a 1 KB document.
+const REPLY_SIZE: usize = 1024;
+/// The client keeps up if it started connections at least at this share of the
+/// offered rate.
+const CLIENT_KEEPS_UP: f64 = 0.9;
+/// "Well past capacity": offered at least this multiple of the measured capacity.
+const PAST_CAPACITY: f64 = 2.0;
+/// Below this share of capacity, throughput has degraded; at or above it, it
+/// stayed near capacity.
+const NEAR_CAPACITY: f64 = 0.8;
+
+/// How big the sweep is.
+struct Sizes {
+    backends: &'static [&'static str],
+    probe: Duration,
+    multiples: &'static [f64],
+    window: Duration,
+    timeout: Duration,
+}
+
+impl Sizes {
+    fn for_scenario(scenario: &Scenario) -> Sizes {
+        if scenario.smoke {
+            Sizes {
+                backends: &["rtsig-bulk"],
+                probe: Duration::from_millis(300),
+                multiples: &[0.5, 2.0],
+                window: Duration::from_millis(400),
+                timeout: Duration::from_millis(300),
+            }
+        } else if scenario.quick {
+            Sizes {
+                backends: &["rtsig-bulk", "epoll"],
+                probe: Duration::from_millis(500),
+                multiples: &[0.5, 1.0, 2.0, 3.0],
+                window: Duration::from_millis(1200),
+                timeout: Duration::from_millis(400),
+            }
+        } else {
+            Sizes {
+                backends: &["rtsig-bulk", "rtsig", "epoll"],
+                probe: Duration::from_secs(2),
+                multiples: &[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
+                window: Duration::from_secs(3),
+                timeout: Duration::from_secs(1),
+            }
+        }
+    }
+}
+
+/// The capacity probe of one backend.
+#[derive(Serialize, Clone, Debug)]
+struct Probe {
+    backend: String,
+    /// Whether the server ran under the CPU budget.
+    server_budget: bool,
+    connections: usize,
+    seconds: f64,
+    replies_per_s: f64,
+    errors: u64,
+}
+
+/// One measured point of the sweep.
+#[derive(Serialize, Clone, Debug)]
+struct Point {
+    backend: String,
+    shed: bool,
+    /// Offered rate as a multiple of the probed capacity.
+    multiple: f64,
+    /// Connections (one request each) per second the schedule asked for.
+    offered_per_s: f64,
+    /// Connections in the schedule.
+    conns: u64,
+    /// Length of the schedule, seconds.
+    window_s: f64,
+    /// Connections the client started per second, at least: connections started /
+    /// (window + the largest start lag). Below the offered rate, the client was the
+    /// limit. (Requests follow once a connection is up, which an overloaded server
+    /// may never let happen, so they measure the server, not the client.)
+    client_started_per_s: f64,
+    /// The client's start lag against its schedule, milliseconds.
+    start_lag_p99_ms: f64,
+    /// Largest start lag, milliseconds.
+    start_lag_max_ms: f64,
+    /// Replies received, in all.
+    replies: u64,
+    /// Replies per second during the schedule, after its first quarter (warm-up).
+    replies_per_s: f64,
+    /// Replies in all over the schedule's length (includes replies that came in the
+    /// tail after the last connection started).
+    replies_per_s_whole: f64,
+    /// Whether the server ran under the CPU budget.
+    server_budget: bool,
+    /// Failed connections.
+    errors: u64,
+    /// Failed connections per connection started, percent.
+    error_pct: f64,
+    /// Failures by `evq load`'s kind (only the kinds seen).
+    errors_by_kind: BTreeMap<&'static str, u64>,
+    /// Reply latency from the intended start, milliseconds.
+    p50_ms: f64,
+    /// 99th percentile of the same.
+    p99_ms: f64,
+    /// Connections the server accepted (including those it then reset).
+    server_accepts: u64,
+    /// Connections the server reset because its load limiter said overloaded.
+    server_shed_resets: u64,
+    /// Requests the server parsed.
+    server_requests: u64,
+    /// Responses the server sent (whether or not the client was still there).
+    server_responses: u64,
+    /// Events per `get_next_event` call in the server.
+    server_events_per_call: f64,
+}
+
+/// What the overload half adds to the signals record.
+pub(crate) struct Overload {
+    /// Graph 3 and Graph 4 claims, judged.
+    pub checks: Vec<ClaimCheck>,
+    /// Replies/s and error % against the offered rate.
+    pub plots: Vec<PlotRecord>,
+    /// Notes on method.
+    pub notes: Vec<String>,
+    /// The commands that reproduce it.
+    pub commands: Vec<String>,
+    /// Probes and points.
+    pub data: serde_json::Value,
+}
+
+fn collapse_claim(backend: &str) -> String {
+    format!("without load limiting, the signal-based server's throughput degrades past its capacity instead of holding (Graph 3's runs without limiting; judged on {backend})")
+}
+
+fn limited_claim(backend: &str) -> String {
+    format!("with load limiting (smoothed events per call, gain 0.3, threshold 18, at most 23 per call; reset new connections above it), throughput levels off near capacity past saturation and the error rate is lower, errors becoming quick resets (Graphs 3–4; judged on {backend})")
+}
+
+impl Overload {
+    /// Both claims not measured, with the error that stopped the sweep.
+    pub fn not_run(e: &io::Error) -> Overload {
+        let why = format!("not run: the overload sweep failed: {e}");
+        let backend = "rtsig-bulk";
+        Overload {
+            checks: vec![
+                ClaimCheck::judged(
+                    &collapse_claim(backend),
+                    why.clone(),
+                    None,
+                    "no measurement, no verdict",
+                ),
+                ClaimCheck::judged(
+                    &limited_claim(backend),
+                    why.clone(),
+                    None,
+                    "no measurement, no verdict",
+                ),
+            ],
+            plots: Vec::new(),
+            notes: Vec::new(),
+            commands: Vec::new(),
+            data: serde_json::json!({ "not_run": why }),
+        }
+    }
+}
+
+fn server_config(kind: BackendKind, shed: bool) -> ServeConfig {
+    ServeConfig {
+        listen: "127.0.0.1:0".parse().expect("literal address"),
+        backend: Some(kind),
+        threads: 1,
+        reply_size: REPLY_SIZE,
+        shed: shed.then(ShedConfig::default),
+        grace: Duration::from_millis(100),
+        ..ServeConfig::default()
+    }
+}
+
+/// Starts the server and puts its thread on the CPU budget; the second value
+/// says why the budget could not be set, if it could not.
+fn start(kind: BackendKind, shed: bool) -> io::Result<(ServerHandle, Option<String>)> {
+    let server = ServerHandle::start(&server_config(kind, shed))?;
+    let refused = match crate::resources::thread_named(SERVER_THREAD, Duration::from_secs(1)) {
+        None => Some(format!("no single {SERVER_THREAD} thread found")),
+        Some(tid) => crate::resources::limit_thread_cpu(tid, BUDGET_RUNTIME, BUDGET_PERIOD)
+            .err()
+            .map(|e| format!("SCHED_DEADLINE refused: {e}")),
+    };
+    Ok((server, refused))
+}
+
+/// Stops the server and returns its counters, or the error that ended its worker.
+fn finish(server: ServerHandle) -> io::Result<evq_http::ServeReport> {
+    server.request_stop();
+    server.wait()
+}
+
+/// Closed loop, one request per connection (the sweep's work), no shedding.
+fn probe(kind: BackendKind, length: Duration, refusals: &mut Vec<String>) -> io::Result<Probe> {
+    let (server, refused) = start(kind, false)?;
+    let server_budget = refused.is_none();
+    refusals.extend(refused);
+    let mut load = LoadConfig::closed("127.0.0.1", server.addr().port(), PROBE_CONNECTIONS, length);
+    load.num_calls = 1;
+    load.hog = true;
+    load.timeout = Some(Duration::from_secs(2));
+    let report = run_load(&load);
+    finish(server)?;
+    let report = report?;
+    Ok(Probe {
+        backend: kind.name().into(),
+        server_budget,
+        connections: PROBE_CONNECTIONS,
+        seconds: report.duration_s,
+        replies_per_s: report.reply_rate_avg,
+        errors: report.errors.total(),
+    })
+}
+
+/// Replies per second over the rate samples that lie wholly inside `[from, to]`
+/// seconds of the run; `None` if none does. The client keeps samples only up to
+/// its last reply, so a missing sample is a sample of zero.
+fn rate_between(report: &LoadReport, from: f64, to: f64) -> Option<f64> {
+    let iv = report.reply_rate.interval_s;
+    if iv <= 0.0 || to > report.duration_s + 1e-9 {
+        return None;
+    }
+    let first = (from / iv - 1e-9).ceil().max(0.0) as usize;
+    let end = (to / iv + 1e-9).floor() as usize;
+    (end > first).then(|| {
+        let sum: f64 = (first..end)
+            .map(|i| report.reply_rate.samples.get(i).copied().unwrap_or(0.0))
+            .sum();
+        sum / (end - first) as f64
+    })
+}
+
+fn measure(
+    kind: BackendKind,
+    shed: bool,
+    multiple: f64,
+    rate: f64,
+    sizes: &Sizes,
+    refusals: &mut Vec<String>,
+) -> io::Result<Point> {
+    let (server, refused) = start(kind, shed)?;
+    let server_budget = refused.is_none();
+    refusals.extend(refused);
+    let window = sizes.window.as_secs_f64();
+    let conns = (rate * window).round().max(1.0) as u64;
+    let mut load = LoadConfig::open("127.0.0.1", server.addr().port(), rate, conns);
+    load.num_calls = 1;
+    load.hog = true;
+    load.timeout = Some(sizes.timeout);
+    let report = run_load(&load);
+    let stats = finish(server)?;
+    let report = report?;
+    let started = report.connections.max(1);
+    let replies_per_s =
+        rate_between(&report, window / 4.0, window).unwrap_or(report.replies as f64 / window);
+    Ok(Point {
+        backend: kind.name().into(),
+        shed,
+        multiple,
+        offered_per_s: rate,
+        conns,
+        window_s: window,
+        client_started_per_s: report.connections as f64
+            / (window + report.start_lag_ms.max / 1000.0),
+        start_lag_p99_ms: report.start_lag_ms.p99,
+        start_lag_max_ms: report.start_lag_ms.max,
+        replies: report.replies,
+        replies_per_s,
+        replies_per_s_whole: report.replies as f64 / window,
+        server_budget,
+        errors: report.errors.total(),
+        error_pct: 100.0 * report.errors.total() as f64 / started as f64,
+        errors_by_kind: ErrorKind::ALL
+            .iter()
+            .map(|k| (k.name(), report.errors.get(*k)))
+            .filter(|(_, n)| *n > 0)
+            .collect(),
+        p50_ms: report.latency_ms.p50,
+        p99_ms: report.latency_ms.p99,
+        server_accepts: stats.accepts,
+        server_shed_resets: stats.shed_resets,
+        server_requests: stats.requests,
+        server_responses: stats.responses.values().sum(),
+        server_events_per_call: stats.events_per_call,
+    })
+}
+
+/// The points of one series, by offered rate.
+fn series<'a>(points: &'a [Point], backend: &str, shed: bool) -> Vec<&'a Point> {
+    let mut v: Vec<&Point> = points
+        .iter()
+        .filter(|p| p.backend == backend && p.shed == shed)
+        .collect();
+    v.sort_by(|a, b| a.offered_per_s.total_cmp(&b.offered_per_s));
+    v
+}
+
+fn keeps_up(p: &Point) -> bool {
+    p.client_started_per_s >= CLIENT_KEEPS_UP * p.offered_per_s
+}
+
+/// The backend's capacity as seen in the sweep (the best replies/s of either
+/// series) and the highest-offered point of the `shed` series that the client
+/// kept up with and that lies well past that capacity.
+fn judge_point<'a>(
+    points: &'a [Point],
+    backend: &str,
+    shed: bool,
+) -> (Option<f64>, Option<&'a Point>) {
+    let capacity = points
+        .iter()
+        .filter(|p| p.backend == backend)
+        .map(|p| p.replies_per_s)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    let top = capacity.and_then(|c| {
+        series(points, backend, shed)
+            .into_iter()
+            .rev()
+            .find(|p| keeps_up(p) && p.offered_per_s >= PAST_CAPACITY * c)
+    });
+    (capacity, top)
+}
+
+fn resets(p: &Point) -> u64 {
+    p.errors_by_kind.get("connreset").copied().unwrap_or(0)
+}
+
+fn describe(points: &[Point], backend: &str) -> String {
+    let (cap, off) = judge_point(points, backend, false);
+    let (_, on) = judge_point(points, backend, true);
+    let at = |p: Option<&Point>| {
+        match (p, cap) {
+        (Some(p), Some(c)) => format!(
+            "offered {:.0}/s: {:.0} replies/s ({:.0}% of capacity), {:.0}% errors ({} resets), p99 {:.0} ms",
+            p.offered_per_s,
+            p.replies_per_s,
+            100.0 * p.replies_per_s / c,
+            p.error_pct,
+            resets(p),
+            p.p99_ms
+        ),
+        _ => format!("no point at ≥ {PAST_CAPACITY}× capacity that the client kept up with"),
+    }
+    };
+    format!(
+        "{backend}: capacity seen {:.0} replies/s; without limiting {}; with limiting {}",
+        cap.unwrap_or(f64::NAN),
+        at(off),
+        at(on)
+    )
+}
+
+/// Graph 3, without limiting: the top point's throughput against capacity.
+fn check_collapse(points: &[Point], backend: &str, others: &[&str]) -> ClaimCheck {
+    let (cap, top) = judge_point(points, backend, false);
+    let mut measured = describe(points, backend);
+    for o in others {
+        measured.push_str("; ");
+        measured.push_str(&describe(points, o));
+    }
+    ClaimCheck::judged(
+        &collapse_claim(backend),
+        measured,
+        cap.zip(top).map(|(c, p)| p.replies_per_s < NEAR_CAPACITY * c),
+        &format!(
+            "on {backend} without shedding: capacity = the best replies/s either {backend} series reached in the sweep; the judged point is the highest offered rate that is at least {PAST_CAPACITY}× that capacity and that the client kept up with (connections started ≥ {:.0}% of offered). Holds if replies/s there fall below {:.0}% of capacity; differs if they stay at or above it; not measured if no such point exists. Replies/s are counted over the schedule after its first quarter, so replies the server sends after the load stops do not count",
+            100.0 * CLIENT_KEEPS_UP,
+            100.0 * NEAR_CAPACITY
+        ),
+    )
+}
+
+/// Graphs 3–4, with limiting: throughput held, errors fewer and mostly resets.
+fn check_limited(points: &[Point], backend: &str) -> ClaimCheck {
+    let (cap, top) = judge_point(points, backend, true);
+    let unlimited = top.and_then(|t| {
+        series(points, backend, false)
+            .into_iter()
+            .find(|p| (p.offered_per_s - t.offered_per_s).abs() < 0.5)
+    });
+    let holds = cap.zip(top).zip(unlimited).map(|((c, t), u)| {
+        t.replies_per_s >= NEAR_CAPACITY * c
+            && 2 * resets(t) >= t.errors
+            && t.error_pct <= u.error_pct
+    });
+    let measured = match cap.zip(top).zip(unlimited) {
+        Some(((c, t), u)) => format!(
+            "{backend} at offered {:.0}/s ({:.1}× the capacity of {c:.0} replies/s seen): with limiting {:.0} replies/s ({:.0}% of capacity), {:.1}% errors of which {} resets and {} client timeouts, p99 {:.0} ms, server shed {}; without limiting {:.0} replies/s, {:.1}% errors, p99 {:.0} ms",
+            t.offered_per_s,
+            t.offered_per_s / c,
+            t.replies_per_s,
+            100.0 * t.replies_per_s / c,
+            t.error_pct,
+            resets(t),
+            t.errors_by_kind.get("client-timo").copied().unwrap_or(0),
+            t.p99_ms,
+            t.server_shed_resets,
+            u.replies_per_s,
+            u.error_pct,
+            u.p99_ms
+        ),
+        None => format!(
+            "not judged: {}",
+            describe(points, backend)
+        ),
+    };
+    ClaimCheck::judged(
+        &limited_claim(backend),
+        measured,
+        holds,
+        &format!(
+            "on {backend} with shedding, at the highest offered rate at least {PAST_CAPACITY}× capacity that the client kept up with (capacity as in the claim above): holds if (a) replies/s stay at or above {:.0}% of capacity, (b) at least half the failed connections are resets (refused at accept, not left to time out), and (c) the error % is no higher than without shedding at the same offered rate; differs if any fails; not measured without such a point",
+            100.0 * NEAR_CAPACITY
+        ),
+    )
+}
+
+/// Runs the overload sweep and judges Graphs 3–4.
+pub(crate) fn run(scenario: &Scenario) -> io::Result<Overload> {
+    let sizes = Sizes::for_scenario(scenario);
+    crate::resources::raise_nofile()?;
+    let kinds: Vec<BackendKind> = sizes
+        .backends
+        .iter()
+        .filter_map(|n| n.parse::<BackendKind>().ok())
+        .filter(|k| k.available().is_ok())
+        .collect();
+    if kinds.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "none of the backends is available here",
+        ));
+    }
+    let mut probes = Vec::new();
+    let mut refusals = Vec::new();
+    for &kind in &kinds {
+        scenario.progress(&format!("overload: capacity probe on {kind}"));
+        probes.push(probe(kind, sizes.probe, &mut refusals)?);
+    }
+    let capacity = probes.iter().map(|p| p.replies_per_s).fold(0.0, f64::max);
+    if capacity <= 0.0 {
+        return Err(io::Error::other("the capacity probe got no replies"));
+    }
+    let fd_limit = crate::resources::raise_nofile()? as f64;
+    // Client and server share this process's descriptors: each in-flight
+    // connection may hold two for up to the timeout. Keep a quarter spare.
+    let rate_cap = 0.75 * fd_limit / (2.0 * sizes.timeout.as_secs_f64());
+    let combos: Vec<(BackendKind, bool)> = kinds
+        .iter()
+        .flat_map(|&k| [(k, false), (k, true)])
+        .collect();
+    let mut points = Vec::new();
+    let mut capped = Vec::new();
+    for (step, &m) in sizes.multiples.iter().enumerate() {
+        let mut rate = (m * capacity).round().max(1.0);
+        if rate > rate_cap {
+            capped.push((m, rate));
+            rate = rate_cap.floor();
+        }
+        for i in 0..combos.len() {
+            let (kind, shed) = combos[(i + step) % combos.len()];
+            scenario.progress(&format!(
+                "overload: {kind} shed {} at {rate:.0}/s ({m}× capacity)",
+                if shed { "on" } else { "off" }
+            ));
+            points.push(measure(kind, shed, m, rate, &sizes, &mut refusals)?);
+        }
+    }
+    let primary = kinds[0].name();
+    let others: Vec<&str> = kinds[1..].iter().map(|k| k.name()).collect();
+    let checks = vec![
+        check_collapse(&points, primary, &others),
+        check_limited(&points, primary),
+    ];
+    let names = |p: &Point| format!("{} {}", p.backend, if p.shed { "shed" } else { "no shed" });
+    let lines = |y: &dyn Fn(&Point) -> f64| -> Vec<Series> {
+        combos
+            .iter()
+            .map(|&(k, shed)| {
+                let s = series(&points, k.name(), shed);
+                Series {
+                    name: s.first().map_or_else(|| k.name().to_string(), |p| names(p)),
+                    points: s.iter().map(|p| (p.offered_per_s, y(p))).collect(),
+                }
+            })
+            .collect()
+    };
+    let window = sizes.window.as_secs_f64();
+    let timeout = sizes.timeout.as_secs_f64();
+    let plots = vec![
+        render(
+            &Chart {
+                title: format!(
+                    "evq serve under overload: replies/s vs offered rate (1 thread, {REPLY_SIZE} B)"
+                ),
+                x_label: "offered rate (connections/s, one request each)".into(),
+                y_label: "replies/s".into(),
+                log_x: false,
+                log_y: false,
+                series: lines(&|p| p.replies_per_s),
+            },
+            &scenario.out_dir,
+            "signals-overload-throughput",
+        ),
+        render(
+            &Chart {
+                title: format!(
+                    "evq serve under overload: errors vs offered rate (timeout {timeout} s)"
+                ),
+                x_label: "offered rate (connections/s, one request each)".into(),
+                y_label: "failed connections (%)".into(),
+                log_x: false,
+                log_y: false,
+                series: lines(&|p| p.error_pct),
+            },
+            &scenario.out_dir,
+            "signals-overload-errors",
+        ),
+    ];
+    let budget = format!(
+        "{} µs of CPU in every {} µs ({:.0}% of one core)",
+        BUDGET_RUNTIME.as_micros(),
+        BUDGET_PERIOD.as_micros(),
+        100.0 * BUDGET_RUNTIME.as_secs_f64() / BUDGET_PERIOD.as_secs_f64()
+    );
+    let mut notes = vec![format!(
+        "Overload: `evq serve` in this process, one thread, {REPLY_SIZE} B fixed reply, on {} with and without `--shed` (gain {}, threshold {}, at most {} events per call); a fresh server per point. Capacity first: a {:.1} s closed loop of {PROBE_CONNECTIONS} connections, one request each, per backend ({}); the offered rates are {:?} × the largest, {capacity:.0}/s. Each point is an open loop (httperf-like, fixed spacing) of one request per connection for {window} s with a {timeout} s client timeout, `--hog` ports. Replies/s are the client's rate samples over the last three quarters of the schedule (a sample after the last reply counts as 0); error % is failed connections over connections started, by evq-load's kinds (client-timo, connreset, connrefused, ...).",
+        kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+        evq::LoadLimiter::DEFAULT_GAIN,
+        evq::LoadLimiter::DEFAULT_THRESHOLD,
+        ShedConfig::default().max_events,
+        sizes.probe.as_secs_f64(),
+        probes
+            .iter()
+            .map(|p| format!("{} {:.0}/s", p.backend, p.replies_per_s))
+            .collect::<Vec<_>>()
+            .join(", "),
+        sizes.multiples,
+    )];
+    refusals.sort();
+    refusals.dedup();
+    notes.push(if refusals.is_empty() {
+        format!(
+            "Server CPU budget: the server's thread ran under SCHED_DEADLINE with {budget} at every point. On loopback the client spends more CPU per connection than the server (it pays for the handshake and teardown), so with equal CPU one client thread can never offer an evq server more than it can take; the budget plays the seed's slower server machine, and, being served before ordinary threads, also keeps the capacity steady while other work shares the cores. It slows the server's event pickup and its request handling alike."
+        )
+    } else {
+        format!(
+            "Server CPU budget ({budget}, SCHED_DEADLINE) not applied at every point: {}. Those points ran the server unhindered, and the client, which spends more CPU per connection than the server on loopback, may not have been able to overload it; the client-lag rule below decides which points count.",
+            refusals.join("; ")
+        )
+    });
+    let lagging: Vec<String> = points
+        .iter()
+        .filter(|p| !keeps_up(p))
+        .map(|p| {
+            format!(
+                "{} at {:.0}/s started {:.0}/s",
+                names(p),
+                p.offered_per_s,
+                p.client_started_per_s
+            )
+        })
+        .collect();
+    let worst_lag = points
+        .iter()
+        .map(|p| p.start_lag_p99_ms)
+        .fold(0.0, f64::max);
+    notes.push(if lagging.is_empty() {
+        format!(
+            "Client: one `evq load` thread in this process, sharing the cores with the server. It kept its schedule at every point: connections started ≥ {:.0}% of the offered rate everywhere (started rate = connections / (schedule + largest start lag)); worst p99 start lag {worst_lag:.1} ms. The client was not the bottleneck.",
+            100.0 * CLIENT_KEEPS_UP
+        )
+    } else {
+        format!(
+            "Client: one `evq load` thread in this process, sharing the cores with the server. It fell behind its schedule (started < {:.0}% of the offered rate) at: {}; those points measure the client as much as the server and are not used for verdicts. Worst p99 start lag {worst_lag:.1} ms.",
+            100.0 * CLIENT_KEEPS_UP,
+            lagging.join("; ")
+        )
+    });
+    if !capped.is_empty() {
+        notes.push(format!(
+            "Offered rates capped at {rate_cap:.0}/s by the descriptor limit ({fd_limit:.0}, client and server in one process, {timeout} s timeout): {}.",
+            capped
+                .iter()
+                .map(|(m, r)| format!("{m}× ({r:.0}/s)"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    notes.push("The seed ran httperf and phhttpd on separate machines over a LAN, 35,000 connections per point; here client and server share loopback and the machine's cores, with shorter runs, so the numbers are this machine's and the shapes are what compare.".into());
+    let commands = vec![
+        "evq serve --backend B --threads 1 --reply-size 1024 [--shed] --listen 127.0.0.1:P".to_string(),
+        format!(
+            "chrt -d --sched-runtime {} --sched-deadline {p} --sched-period {p} -p 0 TID   (TID: the server's evq-serve-0 thread)",
+            BUDGET_RUNTIME.as_nanos(),
+            p = BUDGET_PERIOD.as_nanos()
+        ),
+        format!(
+            "evq load --server 127.0.0.1 --port P --connections {PROBE_CONNECTIONS} --num-calls 1 --duration {} --hog   (capacity probe)",
+            sizes.probe.as_secs_f64()
+        ),
+        format!(
+            "evq load --server 127.0.0.1 --port P --rate R --num-conns R×{window} --num-calls 1 --timeout {timeout} --hog   (R = {:?} × capacity)",
+            sizes.multiples
+        ),
+    ];
+    let data = serde_json::json!({
+        "capacity_per_s": capacity,
+        "server_cpu_budget": {
+            "runtime_us": BUDGET_RUNTIME.as_micros() as u64,
+            "period_us": BUDGET_PERIOD.as_micros() as u64,
+            "refused": refusals,
+        },
+        "probes": probes,
+        "timeout_s": timeout,
+        "window_s": window,
+        "points": points,
+    });
+    Ok(Overload {
+        checks,
+        plots,
+        notes,
+        commands,
+        data,
+    })
+}
