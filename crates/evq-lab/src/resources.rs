@@ -121,3 +121,22 @@ pub fn limit_thread_cpu(tid: libc::pid_t, runtime: Duration, period: Duration) -
     }
     Ok(())
 }
+
+/// CPU time (user and system) thread `tid` of this process has used so far.
+///
+/// # Errors
+/// The thread is gone, or the kernel has no per-thread CPU clock.
+pub fn thread_cpu_time(tid: libc::pid_t) -> io::Result<Duration> {
+    // The kernel's per-thread CPU clock id: !tid << 3 | CPUCLOCK_PERTHREAD (4) |
+    // CPUCLOCK_SCHED (2), as glibc's pthread_getcpuclockid builds it.
+    let clock: libc::clockid_t = (!tid << 3) | 6;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a live timespec.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}

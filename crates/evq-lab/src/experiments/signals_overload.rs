@@ -96,6 +96,10 @@ struct Probe {
     seconds: f64,
     replies_per_s: f64,
     errors: u64,
+    /// Server thread CPU per connection started, microseconds.
+    server_cpu_us_per_conn: Option<f64>,
+    /// The rest of the process (the load client) per connection, microseconds.
+    client_cpu_us_per_conn: Option<f64>,
 }
 
 /// One measured point of the sweep.
@@ -149,6 +153,12 @@ struct Point {
     server_responses: u64,
     /// Events per `get_next_event` call in the server.
     server_events_per_call: f64,
+    /// Server thread CPU over the load run's wall time (the budget caps it).
+    server_cpu_share: Option<f64>,
+    /// Server thread CPU per connection started, microseconds.
+    server_cpu_us_per_conn: Option<f64>,
+    /// The rest of the process (the load client) per connection, microseconds.
+    client_cpu_us_per_conn: Option<f64>,
 }
 
 /// What the overload half adds to the signals record.
@@ -213,17 +223,49 @@ fn server_config(kind: BackendKind, shed: bool) -> ServeConfig {
     }
 }
 
-/// Starts the server and puts its thread on the CPU budget; the second value
-/// says why the budget could not be set, if it could not.
-fn start(kind: BackendKind, shed: bool) -> io::Result<(ServerHandle, Option<String>)> {
+/// A started server: its handle, its thread's id if found, and why the CPU
+/// budget could not be set, if it could not.
+struct Started {
+    server: ServerHandle,
+    tid: Option<libc::pid_t>,
+    refused: Option<String>,
+}
+
+/// Starts the server and puts its thread on the CPU budget.
+fn start(kind: BackendKind, shed: bool) -> io::Result<Started> {
     let server = ServerHandle::start(&server_config(kind, shed))?;
-    let refused = match crate::resources::thread_named(SERVER_THREAD, Duration::from_secs(1)) {
+    let tid = crate::resources::thread_named(SERVER_THREAD, Duration::from_secs(1));
+    let refused = match tid {
         None => Some(format!("no single {SERVER_THREAD} thread found")),
         Some(tid) => crate::resources::limit_thread_cpu(tid, BUDGET_RUNTIME, BUDGET_PERIOD)
             .err()
             .map(|e| format!("SCHED_DEADLINE refused: {e}")),
     };
-    Ok((server, refused))
+    Ok(Started {
+        server,
+        tid,
+        refused,
+    })
+}
+
+/// The server thread's CPU time now, if it can be read.
+fn server_cpu(tid: Option<libc::pid_t>) -> Option<Duration> {
+    tid.and_then(|t| crate::resources::thread_cpu_time(t).ok())
+}
+
+/// CPU of the server thread and of the rest of the process (the client) during a
+/// load run, in microseconds per connection started.
+fn cpu_split(
+    report: &LoadReport,
+    server: Option<(Duration, Duration)>,
+) -> (Option<f64>, Option<f64>) {
+    let conns = report.connections.max(1) as f64;
+    let server_s = server.map(|(a, b)| b.saturating_sub(a).as_secs_f64());
+    let process_s = report.cpu_user_s + report.cpu_sys_s;
+    (
+        server_s.map(|s| s * 1e6 / conns),
+        server_s.map(|s| (process_s - s).max(0.0) * 1e6 / conns),
+    )
 }
 
 /// Stops the server and returns its counters, or the error that ended its worker.
@@ -234,16 +276,23 @@ fn finish(server: ServerHandle) -> io::Result<evq_http::ServeReport> {
 
 /// Closed loop, one request per connection (the sweep's work), no shedding.
 fn probe(kind: BackendKind, length: Duration, refusals: &mut Vec<String>) -> io::Result<Probe> {
-    let (server, refused) = start(kind, false)?;
+    let Started {
+        server,
+        tid,
+        refused,
+    } = start(kind, false)?;
     let server_budget = refused.is_none();
     refusals.extend(refused);
     let mut load = LoadConfig::closed("127.0.0.1", server.addr().port(), PROBE_CONNECTIONS, length);
     load.num_calls = 1;
     load.hog = true;
     load.timeout = Some(Duration::from_secs(2));
+    let cpu0 = server_cpu(tid);
     let report = run_load(&load);
+    let cpu = cpu0.zip(server_cpu(tid));
     finish(server)?;
     let report = report?;
+    let (server_us, client_us) = cpu_split(&report, cpu);
     Ok(Probe {
         backend: kind.name().into(),
         server_budget,
@@ -251,6 +300,8 @@ fn probe(kind: BackendKind, length: Duration, refusals: &mut Vec<String>) -> io:
         seconds: report.duration_s,
         replies_per_s: report.reply_rate_avg,
         errors: report.errors.total(),
+        server_cpu_us_per_conn: server_us,
+        client_cpu_us_per_conn: client_us,
     })
 }
 
@@ -280,7 +331,11 @@ fn measure(
     sizes: &Sizes,
     refusals: &mut Vec<String>,
 ) -> io::Result<Point> {
-    let (server, refused) = start(kind, shed)?;
+    let Started {
+        server,
+        tid,
+        refused,
+    } = start(kind, shed)?;
     let server_budget = refused.is_none();
     refusals.extend(refused);
     let window = sizes.window.as_secs_f64();
@@ -289,9 +344,12 @@ fn measure(
     load.num_calls = 1;
     load.hog = true;
     load.timeout = Some(sizes.timeout);
+    let cpu0 = server_cpu(tid);
     let report = run_load(&load);
+    let cpu = cpu0.zip(server_cpu(tid));
     let stats = finish(server)?;
     let report = report?;
+    let (server_us, client_us) = cpu_split(&report, cpu);
     let started = report.connections.max(1);
     let replies_per_s =
         rate_between(&report, window / 4.0, window).unwrap_or(report.replies as f64 / window);
@@ -324,6 +382,10 @@ fn measure(
         server_requests: stats.requests,
         server_responses: stats.responses.values().sum(),
         server_events_per_call: stats.events_per_call,
+        server_cpu_share: cpu
+            .map(|(a, b)| b.saturating_sub(a).as_secs_f64() / report.duration_s.max(1e-9)),
+        server_cpu_us_per_conn: server_us,
+        client_cpu_us_per_conn: client_us,
     })
 }
 
@@ -581,13 +643,44 @@ pub(crate) fn run(scenario: &Scenario) -> io::Result<Overload> {
     )];
     refusals.sort();
     refusals.dedup();
+    let cpu_of = |f: &dyn Fn(&Probe) -> Option<f64>| {
+        probes
+            .iter()
+            .map(|p| {
+                f(p).map_or(format!("{} -", p.backend), |v| {
+                    format!("{} {v:.0}", p.backend)
+                })
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let client_dearer = probes.iter().all(|p| {
+        p.client_cpu_us_per_conn
+            .zip(p.server_cpu_us_per_conn)
+            .is_some_and(|(c, s)| c > s)
+    });
+    let why = format!(
+        "CPU per connection in the capacity probes, µs: client (the rest of this process) {}; server thread {}. {}",
+        cpu_of(&|p| p.client_cpu_us_per_conn),
+        cpu_of(&|p| p.server_cpu_us_per_conn),
+        if client_dearer {
+            "The client costs more than the server, so with a core each one client thread could not offer the server more than it can take."
+        } else {
+            "The client did not cost more than the server everywhere here; the budget still makes the overload reachable with room to spare for the client."
+        }
+    );
+    let max_share = points
+        .iter()
+        .filter_map(|p| p.server_cpu_share)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
     notes.push(if refusals.is_empty() {
         format!(
-            "Server CPU budget: the server's thread ran under SCHED_DEADLINE with {budget} at every point. On loopback the client spends more CPU per connection than the server (it pays for the handshake and teardown), so with equal CPU one client thread can never offer an evq server more than it can take; the budget plays the seed's slower server machine, and, being served before ordinary threads, also keeps the capacity steady while other work shares the cores. It slows the server's event pickup and its request handling alike."
+            "Server CPU budget: the server's thread ran under SCHED_DEADLINE with {budget} at every point; its measured CPU over a load run was at most {} of the run's wall time. {why} The budget plays the seed's slower server machine and, as a deadline thread is served before ordinary ones, also keeps the capacity steady while other work shares the cores. It slows the server's event pickup and its request handling alike.",
+            max_share.map_or("-".to_string(), |m| format!("{:.1}%", 100.0 * m))
         )
     } else {
         format!(
-            "Server CPU budget ({budget}, SCHED_DEADLINE) not applied at every point: {}. Those points ran the server unhindered, and the client, which spends more CPU per connection than the server on loopback, may not have been able to overload it; the client-lag rule below decides which points count.",
+            "Server CPU budget ({budget}, SCHED_DEADLINE) not applied at every point: {}. Those points ran the server unhindered. {why} The client-lag rule below decides which points count.",
             refusals.join("; ")
         )
     });
@@ -619,6 +712,26 @@ pub(crate) fn run(scenario: &Scenario) -> io::Result<Overload> {
             lagging.join("; ")
         )
     });
+    let limiter_input: Vec<String> = kinds
+        .iter()
+        .filter_map(|k| series(&points, k.name(), true).last().copied())
+        .map(|p| {
+            format!(
+                "{} at {:.0}/s: {:.1} events per call, {} resets, {} responses sent, {} replies received",
+                p.backend,
+                p.offered_per_s,
+                p.server_events_per_call,
+                p.server_shed_resets,
+                p.server_responses,
+                p.replies
+            )
+        })
+        .collect();
+    notes.push(format!(
+        "Limiter input at the highest offered rate, with shedding (threshold {}, mean over the whole run): {}. `evq serve` accepts up to 64 connections per listener event and reads and answers each at once, so one event can stand for many connections; responses sent beyond replies received went to clients that had already given up.",
+        evq::LoadLimiter::DEFAULT_THRESHOLD,
+        limiter_input.join("; ")
+    ));
     if !capped.is_empty() {
         notes.push(format!(
             "Offered rates capped at {rate_cap:.0}/s by the descriptor limit ({fd_limit:.0}, client and server in one process, {timeout} s timeout): {}.",
