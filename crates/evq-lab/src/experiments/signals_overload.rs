@@ -54,6 +54,8 @@ struct Sizes {
     multiples: &'static [f64],
     window: Duration,
     timeout: Duration,
+    /// Runs per point; the point is the median run.
+    reps: usize,
 }
 
 impl Sizes {
@@ -65,6 +67,7 @@ impl Sizes {
                 multiples: &[0.5, 2.0],
                 window: Duration::from_millis(400),
                 timeout: Duration::from_millis(300),
+                reps: 1,
             }
         } else if scenario.quick {
             Sizes {
@@ -73,14 +76,16 @@ impl Sizes {
                 multiples: &[0.5, 1.0, 2.0, 3.0],
                 window: Duration::from_millis(1200),
                 timeout: Duration::from_millis(400),
+                reps: 1,
             }
         } else {
             Sizes {
                 backends: &["rtsig-bulk", "rtsig", "epoll"],
                 probe: Duration::from_secs(2),
-                multiples: &[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
+                multiples: &[0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
                 window: Duration::from_secs(3),
                 timeout: Duration::from_secs(1),
+                reps: 3,
             }
         }
     }
@@ -107,6 +112,8 @@ struct Probe {
 struct Point {
     backend: String,
     shed: bool,
+    /// Which run of the point this is (0-based).
+    rep: usize,
     /// Offered rate as a multiple of the probed capacity.
     multiple: f64,
     /// Connections (one request each) per second the schedule asked for.
@@ -326,6 +333,7 @@ fn rate_between(report: &LoadReport, from: f64, to: f64) -> Option<f64> {
 fn measure(
     kind: BackendKind,
     shed: bool,
+    rep: usize,
     multiple: f64,
     rate: f64,
     sizes: &Sizes,
@@ -356,6 +364,7 @@ fn measure(
     Ok(Point {
         backend: kind.name().into(),
         shed,
+        rep,
         multiple,
         offered_per_s: rate,
         conns,
@@ -387,6 +396,29 @@ fn measure(
         server_cpu_us_per_conn: server_us,
         client_cpu_us_per_conn: client_us,
     })
+}
+
+/// Per (backend, shedding, offered rate), the run with the median replies/s (the
+/// lower middle one for an even count), so every field of a point comes from one
+/// real run.
+fn median_runs(runs: &[Point]) -> Vec<Point> {
+    let mut out: Vec<Point> = Vec::new();
+    for r in runs {
+        if out.iter().any(|p| {
+            p.backend == r.backend && p.shed == r.shed && p.offered_per_s == r.offered_per_s
+        }) {
+            continue;
+        }
+        let mut same: Vec<&Point> = runs
+            .iter()
+            .filter(|p| {
+                p.backend == r.backend && p.shed == r.shed && p.offered_per_s == r.offered_per_s
+            })
+            .collect();
+        same.sort_by(|a, b| a.replies_per_s.total_cmp(&b.replies_per_s));
+        out.push(same[(same.len() - 1) / 2].clone());
+    }
+    out
 }
 
 /// The points of one series, by offered rate.
@@ -553,23 +585,36 @@ pub(crate) fn run(scenario: &Scenario) -> io::Result<Overload> {
         .iter()
         .flat_map(|&k| [(k, false), (k, true)])
         .collect();
-    let mut points = Vec::new();
+    let mut runs = Vec::new();
     let mut capped = Vec::new();
-    for (step, &m) in sizes.multiples.iter().enumerate() {
-        let mut rate = (m * capacity).round().max(1.0);
-        if rate > rate_cap {
-            capped.push((m, rate));
-            rate = rate_cap.floor();
-        }
-        for i in 0..combos.len() {
-            let (kind, shed) = combos[(i + step) % combos.len()];
-            scenario.progress(&format!(
-                "overload: {kind} shed {} at {rate:.0}/s ({m}× capacity)",
-                if shed { "on" } else { "off" }
-            ));
-            points.push(measure(kind, shed, m, rate, &sizes, &mut refusals)?);
+    let rates: Vec<(f64, f64)> = sizes
+        .multiples
+        .iter()
+        .map(|&m| {
+            let rate = (m * capacity).round().max(1.0);
+            if rate > rate_cap {
+                capped.push((m, rate));
+                (m, rate_cap.floor())
+            } else {
+                (m, rate)
+            }
+        })
+        .collect();
+    for rep in 0..sizes.reps {
+        for (step, &(m, rate)) in rates.iter().enumerate() {
+            for i in 0..combos.len() {
+                let (kind, shed) = combos[(i + step + rep) % combos.len()];
+                scenario.progress(&format!(
+                    "overload: run {}/{} {kind} shed {} at {rate:.0}/s ({m}× capacity)",
+                    rep + 1,
+                    sizes.reps,
+                    if shed { "on" } else { "off" }
+                ));
+                runs.push(measure(kind, shed, rep, m, rate, &sizes, &mut refusals)?);
+            }
         }
     }
+    let points = median_runs(&runs);
     let primary = kinds[0].name();
     let others: Vec<&str> = kinds[1..].iter().map(|k| k.name()).collect();
     let checks = vec![
@@ -628,7 +673,7 @@ pub(crate) fn run(scenario: &Scenario) -> io::Result<Overload> {
         100.0 * BUDGET_RUNTIME.as_secs_f64() / BUDGET_PERIOD.as_secs_f64()
     );
     let mut notes = vec![format!(
-        "Overload: `evq serve` in this process, one thread, {REPLY_SIZE} B fixed reply, on {} with and without `--shed` (gain {}, threshold {}, at most {} events per call); a fresh server per point. Capacity first: a {:.1} s closed loop of {PROBE_CONNECTIONS} connections, one request each, per backend ({}); the offered rates are {:?} × the largest, {capacity:.0}/s. Each point is an open loop (httperf-like, fixed spacing) of one request per connection for {window} s with a {timeout} s client timeout, `--hog` ports. Replies/s are the client's rate samples over the last three quarters of the schedule (a sample after the last reply counts as 0); error % is failed connections over connections started, by evq-load's kinds (client-timo, connreset, connrefused, ...).",
+        "Overload: `evq serve` in this process, one thread, {REPLY_SIZE} B fixed reply, on {} with and without `--shed` (gain {}, threshold {}, at most {} events per call); a fresh server per run. Capacity first: a {:.1} s closed loop of {PROBE_CONNECTIONS} connections, one request each, per backend ({}); the offered rates are {:?} × the largest, {capacity:.0}/s. Each run is an open loop (httperf-like, fixed spacing) of one request per connection for {window} s with a {timeout} s client timeout, `--hog` ports; {}. Replies/s are the client's rate samples over the last three quarters of the schedule (a sample after the last reply counts as 0); error % is failed connections over connections started, by evq-load's kinds (client-timo, connreset, connrefused, ...).",
         kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
         evq::LoadLimiter::DEFAULT_GAIN,
         evq::LoadLimiter::DEFAULT_THRESHOLD,
@@ -640,6 +685,11 @@ pub(crate) fn run(scenario: &Scenario) -> io::Result<Overload> {
             .collect::<Vec<_>>()
             .join(", "),
         sizes.multiples,
+        if sizes.reps > 1 {
+            format!("each point is the median run by replies/s of {} (all runs are in the raw data), runs rotated between series", sizes.reps)
+        } else {
+            "one run per point".to_string()
+        },
     )];
     refusals.sort();
     refusals.dedup();
@@ -669,45 +719,43 @@ pub(crate) fn run(scenario: &Scenario) -> io::Result<Overload> {
             "The client did not cost more than the server everywhere here; the budget still makes the overload reachable with room to spare for the client."
         }
     );
-    let max_share = points
+    let max_share = runs
         .iter()
         .filter_map(|p| p.server_cpu_share)
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
     notes.push(if refusals.is_empty() {
         format!(
-            "Server CPU budget: the server's thread ran under SCHED_DEADLINE with {budget} at every point; its measured CPU over a load run was at most {} of the run's wall time. {why} The budget plays the seed's slower server machine and, as a deadline thread is served before ordinary ones, also keeps the capacity steady while other work shares the cores. It slows the server's event pickup and its request handling alike.",
+            "Server CPU budget: the server's thread ran under SCHED_DEADLINE with {budget} in every run; its measured CPU over a load run was at most {} of the run's wall time. {why} The budget plays the seed's slower server machine and, as a deadline thread is served before ordinary ones, also keeps the capacity steady while other work shares the cores. It slows the server's event pickup and its request handling alike.",
             max_share.map_or("-".to_string(), |m| format!("{:.1}%", 100.0 * m))
         )
     } else {
         format!(
-            "Server CPU budget ({budget}, SCHED_DEADLINE) not applied at every point: {}. Those points ran the server unhindered. {why} The client-lag rule below decides which points count.",
+            "Server CPU budget ({budget}, SCHED_DEADLINE) not applied in every run: {}. Those runs had the server unhindered. {why} The client-lag rule below decides which points count.",
             refusals.join("; ")
         )
     });
-    let lagging: Vec<String> = points
+    let lagging: Vec<String> = runs
         .iter()
         .filter(|p| !keeps_up(p))
         .map(|p| {
             format!(
-                "{} at {:.0}/s started {:.0}/s",
+                "{} at {:.0}/s (run {}) started {:.0}/s",
                 names(p),
                 p.offered_per_s,
+                p.rep + 1,
                 p.client_started_per_s
             )
         })
         .collect();
-    let worst_lag = points
-        .iter()
-        .map(|p| p.start_lag_p99_ms)
-        .fold(0.0, f64::max);
+    let worst_lag = runs.iter().map(|p| p.start_lag_p99_ms).fold(0.0, f64::max);
     notes.push(if lagging.is_empty() {
         format!(
-            "Client: one `evq load` thread in this process, sharing the cores with the server. It kept its schedule at every point: connections started ≥ {:.0}% of the offered rate everywhere (started rate = connections / (schedule + largest start lag)); worst p99 start lag {worst_lag:.1} ms. The client was not the bottleneck.",
+            "Client: one `evq load` thread in this process, sharing the cores with the server. It kept its schedule in every run: connections started ≥ {:.0}% of the offered rate everywhere (started rate = connections / (schedule + largest start lag)); worst p99 start lag {worst_lag:.1} ms. By this rule the client was not the bottleneck.",
             100.0 * CLIENT_KEEPS_UP
         )
     } else {
         format!(
-            "Client: one `evq load` thread in this process, sharing the cores with the server. It fell behind its schedule (started < {:.0}% of the offered rate) at: {}; those points measure the client as much as the server and are not used for verdicts. Worst p99 start lag {worst_lag:.1} ms.",
+            "Client: one `evq load` thread in this process, sharing the cores with the server. It fell behind its schedule (started < {:.0}% of the offered rate) in: {}; such runs measure the client as much as the server, and a point whose median run is one of them is not judged. Worst p99 start lag {worst_lag:.1} ms.",
             100.0 * CLIENT_KEEPS_UP,
             lagging.join("; ")
         )
@@ -770,6 +818,7 @@ pub(crate) fn run(scenario: &Scenario) -> io::Result<Overload> {
         "timeout_s": timeout,
         "window_s": window,
         "points": points,
+        "runs": runs,
     });
     Ok(Overload {
         checks,
