@@ -347,6 +347,8 @@ pub struct RateSamples {
 impl RateSamples {
     /// Samples of 5 s as httperf; shorter runs get 1 s samples (under 15 s) or 0.1 s
     /// samples (under 3 s), so they still get a few. The summary names the length.
+    /// Every whole interval of the run is a sample: the buckets end at the last
+    /// reply, and an interval after it is a sample of zero, not a missing one.
     pub(crate) fn from_buckets(buckets: &[u64], duration_s: f64) -> RateSamples {
         let interval_s = if duration_s >= 15.0 {
             5.0
@@ -357,11 +359,12 @@ impl RateSamples {
         };
         let per = ((interval_s * 1000.0) as u64 / BUCKET_MS).max(1) as usize;
         let whole = (duration_s * 1000.0 / BUCKET_MS as f64) as usize / per;
-        let samples: Vec<f64> = buckets
-            .chunks(per)
-            .take(whole)
-            .filter(|c| c.len() == per)
-            .map(|c| c.iter().sum::<u64>() as f64 / interval_s)
+        let samples: Vec<f64> = (0..whole)
+            .map(|i| {
+                let from = (i * per).min(buckets.len());
+                let to = ((i + 1) * per).min(buckets.len());
+                buckets[from..to].iter().sum::<u64>() as f64 / interval_s
+            })
             .collect();
         if samples.is_empty() {
             return RateSamples {
@@ -609,7 +612,20 @@ mod tests {
         assert_eq!(r.samples, vec![100.0, 100.0, 100.0]);
         assert_eq!(r.stddev, 0.0);
         let r = RateSamples::from_buckets(&[], 0.2);
+        assert_eq!(r.samples, vec![0.0, 0.0]);
+        let r = RateSamples::from_buckets(&[], 0.05);
         assert!(r.samples.is_empty());
+    }
+
+    #[test]
+    fn intervals_after_the_last_reply_are_zero_samples() {
+        // Replies for 2.5 s of a 4 s run: the buckets stop at the last reply.
+        let r = RateSamples::from_buckets(&[10; 25], 4.0);
+        assert_eq!(r.interval_s, 1.0);
+        assert_eq!(r.samples, vec![100.0, 100.0, 50.0, 0.0]);
+        assert_eq!(r.min, 0.0);
+        let short = RateSamples::from_buckets(&[10; 2], 0.4);
+        assert_eq!(short.samples, vec![100.0, 100.0, 0.0, 0.0]);
     }
 
     #[test]

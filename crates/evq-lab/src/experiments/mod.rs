@@ -9,3 +9,4 @@ pub mod load_client;
 pub mod pipe_scaling;
 pub mod proxy;
 pub mod signals;
+pub(crate) mod signals_overload;

@@ -1,7 +1,8 @@
 //! Experiment 4, signals (SEEDS 001, Lever and Tweedie): does picking up many
 //! events per call pay? Bursts of N ready pipes drained with batches of 1, 23 and
 //! 500, on RT signals one at a time (`sigtimedwait`, phhttpd's way), in bulk (a
-//! `signalfd` read: today's `sigtimedwait4`), and on epoll beside them.
+//! `signalfd` read: today's `sigtimedwait4`), and on epoll beside them. Then
+//! overload with and without load limiting (Graphs 3–4), in `signals_overload`.
 
 use crate::plot::{render, Chart, Series};
 use crate::probe_fds::{FdKind, ProbeFds};
@@ -192,12 +193,11 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         epoll.zip(bulk).zip(one500).map(|((e, b), o)| e < b && b < o),
         "holds if the order epoll < rtsig-bulk < rtsig holds per event (the seed measured whole servers; here the event pickup alone)",
     ));
-    checks.push(ClaimCheck::judged(
-        "load limiting (smoothed events per call, gain 0.3, threshold 18, at most 23 per call; reset new connections above it) keeps overloaded throughput from collapsing and lowers the error rate (Graphs 3–4)",
-        "not run: needs the HTTP server with --shed and the load generator driving it past saturation in this build".into(),
-        None,
-        "no measurement, no verdict",
-    ));
+    let overload = match super::signals_overload::run(scenario) {
+        Ok(o) => o,
+        Err(e) => super::signals_overload::Overload::not_run(&e),
+    };
+    checks.extend(overload.checks);
     let mut record = ExperimentRecord::new(
         "signals",
         "001 Lever, Tweedie (ALS 2000): sigtimedwait4 and load limiting",
@@ -229,6 +229,14 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     record.notes.push(format!(
         "Each round makes all {fds} pipes readable, then times only the draining (get_next_event + one read per event); {rounds} rounds per run, median of {reps} runs, contenders rotated between runs. Event (edge) mode everywhere: signals are edge-like by nature."
     ));
-    record.data = serde_json::json!({ "points": points, "read_floor_ns_per_event": floor, "read_floor_runs": floors });
+    record.plots.extend(overload.plots);
+    record.notes.extend(overload.notes);
+    record.commands.extend(overload.commands);
+    record.data = serde_json::json!({
+        "points": points,
+        "read_floor_ns_per_event": floor,
+        "read_floor_runs": floors,
+        "overload": overload.data,
+    });
     Ok(record)
 }
