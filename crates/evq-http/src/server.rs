@@ -64,11 +64,6 @@ impl ServerHandle {
             Some(dir) => Content::Files(FileRoot::open(dir)?),
             None => Content::Fixed(fixed_body(cfg.reply_size)),
         });
-        let signal_fd = if cfg.handle_signals {
-            Some(sys::install_shutdown_signals()?)
-        } else {
-            None
-        };
         // Bind the first socket to learn the port (the config may say 0), then the
         // others (reuseport) to the same address.
         let first = sys::listen(cfg.listen, cfg.accept == AcceptMode::Reuseport, cfg.backlog)?;
@@ -144,6 +139,12 @@ impl ServerHandle {
                 .mode(listener_mode)
                 .wake_one(wake_one);
             queue.declare_interest(listener, Interest::READ, listener_opts)?;
+            // Each worker watches its own shutdown pipe (see sys.rs).
+            let signal_fd = if cfg.handle_signals {
+                Some(sys::install_shutdown_signals()?)
+            } else {
+                None
+            };
             if let Some(fd) = signal_fd {
                 let opts = Options::new(token(KIND_SIGNAL, 0, 0)).mode(listener_mode);
                 queue.declare_interest(fd, Interest::READ, opts)?;

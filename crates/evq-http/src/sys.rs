@@ -365,27 +365,42 @@ pub(crate) fn ignore_sigpipe() {
 }
 
 static SHUTDOWN_REQUESTED: AtomicBool = AtomicBool::new(false);
-static SHUTDOWN_EVENTFD: AtomicI32 = AtomicI32::new(-1);
+/// Write ends of the workers' shutdown pipes (-1: free slot). A pipe, not an
+/// eventfd: every backend can watch a pipe, while the RT-signal backends cannot
+/// arm `O_ASYNC` on an eventfd (`EPERM`). One pipe per worker, because an
+/// RT-signal registration has one owner per file.
+static SHUTDOWN_PIPES: [AtomicI32; MAX_SHUTDOWN_PIPES] =
+    [const { AtomicI32::new(-1) }; MAX_SHUTDOWN_PIPES];
+const MAX_SHUTDOWN_PIPES: usize = 1024;
 
 extern "C" fn on_shutdown_signal(_sig: libc::c_int) {
     SHUTDOWN_REQUESTED.store(true, Ordering::SeqCst);
-    let fd = SHUTDOWN_EVENTFD.load(Ordering::SeqCst);
-    if fd >= 0 {
-        let one: u64 = 1;
-        // SAFETY: write(2) is async-signal-safe; it writes 8 bytes from a live u64 to
-        // an eventfd that stays open for the life of the process.
-        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    for slot in &SHUTDOWN_PIPES {
+        let fd = slot.load(Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: write(2) is async-signal-safe; one byte from a static to a
+            // pipe that stays open for the life of the process.
+            unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) };
+        }
     }
 }
 
-/// Installs SIGINT/SIGTERM handlers that set a flag and write to an eventfd, and
-/// returns that eventfd (created once, never closed) for the workers to watch.
+/// Installs SIGINT/SIGTERM handlers (once) that set a flag and write a byte to
+/// every shutdown pipe, and returns the read end of a new pipe for one worker to
+/// watch. The pipe is never closed: the handler may write to it at any time, and
+/// a closed number could name another file by then.
 pub(crate) fn install_shutdown_signals() -> io::Result<RawFd> {
-    let mut fd = SHUTDOWN_EVENTFD.load(Ordering::SeqCst);
-    if fd < 0 {
-        // SAFETY: eventfd(2) takes no pointers.
-        fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
-        SHUTDOWN_EVENTFD.store(fd, Ordering::SeqCst);
+    let mut fds = [0; 2];
+    // SAFETY: pipe2(2) writes two descriptors into a live [i32; 2].
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) })?;
+    let stored = SHUTDOWN_PIPES.iter().any(|s| {
+        s.compare_exchange(-1, fds[1], Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    });
+    if !stored {
+        close(fds[0]);
+        close(fds[1]);
+        return Err(io::Error::other("too many shutdown pipes (one per worker)"));
     }
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: sigaction is plain old data; all-zero then filled in is valid.
@@ -396,7 +411,7 @@ pub(crate) fn install_shutdown_signals() -> io::Result<RawFd> {
         // calls write(2); the old action is not needed.
         cvt(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) })?;
     }
-    Ok(fd)
+    Ok(fds[0])
 }
 
 /// True once SIGINT or SIGTERM arrived (after `install_shutdown_signals`).

@@ -137,3 +137,56 @@ fn proxy_descriptor_exhaustion_does_not_spin() {
     assert!(report["relayed"].as_u64().unwrap() >= 1, "{report}");
     origin.stop();
 }
+
+/// Every backend from the command line, one and two threads: it starts (the
+/// shutdown wake-up is a pipe per worker, which even the RT-signal backends can
+/// watch — an eventfd made them fail with EPERM), serves, and SIGTERM ends it.
+#[test]
+fn every_backend_starts_serves_and_stops_on_sigterm() {
+    for kind in backends() {
+        for threads in ["1", "2"] {
+            let port = free_port();
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let mut child = Command::new(env!("CARGO_BIN_EXE_evq-http"))
+                .args(["serve", "--listen", &addr.to_string(), "--json"])
+                .args(["--backend", kind.name(), "--threads", threads])
+                .args(["--accept", "reuseport"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let up = eventually(|| TcpStream::connect(addr).is_ok());
+            if !up {
+                let _ = child.kill();
+                let mut err = String::new();
+                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                panic!("{kind} x{threads}: did not start: {err}");
+            }
+            let r = get(addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert_eq!(r.map(|r| r.status), Some(200), "{kind} x{threads}");
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break s;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{kind} x{threads}: still running 10 s after SIGTERM"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            assert!(status.success(), "{kind} x{threads}: {status:?}");
+            let mut out = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            let report: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+            assert_eq!(report["backend"], kind.name(), "{report}");
+        }
+    }
+}
