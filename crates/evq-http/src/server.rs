@@ -178,6 +178,7 @@ impl ServerHandle {
                 scratch: Scratch::default(),
                 date: DateCache::new(),
                 limiter: cfg.shed.map(|s| LoadLimiter::new(s.gain, s.threshold)),
+                round_accepts: 0,
                 spare: sys::open_spare().unwrap_or(-1),
                 max_events: cfg.shed.map_or(cfg.max_events, |s| s.max_events).max(1),
                 header_timeout: cfg.header_timeout,

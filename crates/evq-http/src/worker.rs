@@ -106,6 +106,8 @@ pub(crate) struct Worker {
     pub(crate) scratch: Scratch,
     pub(crate) date: DateCache,
     pub(crate) limiter: Option<LoadLimiter>,
+    /// Connections let in (not shed) since the last `get_next_event`.
+    pub(crate) round_accepts: usize,
     pub(crate) spare: RawFd,
     pub(crate) max_events: usize,
     pub(crate) header_timeout: Duration,
@@ -147,10 +149,9 @@ impl Worker {
             };
             self.now = Instant::now();
             self.shared.counters[self.id].wakeup(n);
-            if let Some(l) = &mut self.limiter {
-                l.observe(n);
-            }
             self.date.refresh();
+            self.round_accepts = 0;
+            let mut listener_events = 0;
             for ev in events.iter() {
                 let t = ev.token();
                 if ev.is_notify() {
@@ -162,6 +163,7 @@ impl Worker {
                     KIND_CONN => self.on_conn_event(index, generation),
                     KIND_TIMER => self.on_timer(index, generation),
                     KIND_LISTENER => {
+                        listener_events += 1;
                         if ev.is_timer() {
                             self.resume_accepting();
                         } else {
@@ -170,6 +172,15 @@ impl Worker {
                     }
                     _ => {}
                 }
+            }
+            // The limiter's load is seed 001's "events per call", where every new
+            // connection was its own signal: one listener event here can stand
+            // for a whole accept batch, so it counts as the connections it let in.
+            // (Counting it as one event, the limiter never saw an accept backlog;
+            // counting the shed ones too, it never recovered from one: shedding
+            // keeps the backlog coming as fast as it is reset.)
+            if let Some(l) = &mut self.limiter {
+                l.observe(n - listener_events + self.round_accepts);
             }
             let stop = self.shared.stop.load(Ordering::Relaxed)
                 || (self.signal_fd.is_some() && sys::shutdown_requested());
@@ -329,6 +340,7 @@ impl Worker {
                 continue;
             }
             let _ = sys::set_nodelay(fd);
+            self.round_accepts += 1;
             if let Some(i) = self.add_conn(fd) {
                 // phhttpd's habit: the request is often already here, so read now
                 // instead of going round the event loop first.
