@@ -199,6 +199,9 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         verdict: Verdict::NotMeasured,
         reasoning: "no measurement, no verdict".into(),
     });
+    let peers = super::cold_peers::run_peers(scenario)
+        .unwrap_or_else(|e| super::cold_peers::PeerPart::failed(&e));
+    checks.extend(peers.checks);
     let mut record = ExperimentRecord::new(
         "cold-connections",
         "000 Banga, Mogul, Druschel (USENIX 1999): Figure 8; 002 dead connections",
@@ -233,7 +236,6 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         "Hot load: closed loop, 32 connections, {:.1} s per point, from this process; cold: `evq dead` child from 127.0.0.2 holding the connections open (the server's open-connection count is checked before the load starts). Server: `evq serve`, one thread, fixed reply. Client and server share the 2 cores, so absolute rates are the machine's, and the shares are what to compare.",
         load_for.as_secs_f64()
     ));
-    record.notes.push("nginx, h2o and lighttpd beside evq under the same cold load are not in this build of the scenario.".into());
     record.commands.push(format!(
         "evq serve --backend B --threads 1 --reply-size {reply} --listen 127.0.0.1:P"
     ));
@@ -244,6 +246,12 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         "evq load --port P --connections 32 --duration {}",
         load_for.as_secs_f64()
     ));
-    record.data = serde_json::to_value(&points).map_err(io::Error::other)?;
+    record.plots.extend(peers.plots);
+    record.notes.extend(peers.notes);
+    record.commands.extend(peers.commands);
+    record.data = serde_json::json!({
+        "backends": serde_json::to_value(&points).map_err(io::Error::other)?,
+        "peers": peers.data,
+    });
     Ok(record)
 }

@@ -3,6 +3,7 @@
 pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
+mod cold_peers;
 pub mod herd;
 pub mod pipe_scaling;
 pub mod proxy;
