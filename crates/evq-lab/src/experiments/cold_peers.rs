@@ -4,20 +4,21 @@
 //! p99, the drop under 10,000 idle connections, user-space bytes per idle
 //! connection).
 //!
-//! Every point starts a fresh server (so its memory growth is its own), holds the
-//! cold connections from an `evq dead` child bound to 127.0.0.2, checks that the
-//! server really holds them (evq: its open-connection counter; a peer: the socket
-//! descriptors its processes gained), reads the server's resident memory, then
-//! runs the same closed loop from this process. Servers alternate point by point
-//! (A/B interleaving), and each repeat rotates their order.
+//! Every point starts a fresh server process — `evq serve` too, so that its
+//! memory and CPU are measured exactly as the peers' are and not mixed with the
+//! load client's — holds the cold connections from an `evq dead` child bound to
+//! 127.0.0.2, checks that the server really holds them (its socket descriptors
+//! that are established connections from 127.0.0.2), reads the server's
+//! anonymous resident memory, then runs the same closed loop from this process.
+//! Servers alternate point by point (A/B interleaving), and each repeat rotates
+//! their order.
 
-use super::cold_connections::start_cold;
+use super::cold_connections::{evq_binary, start_cold};
 use crate::peer_servers::{Docroot, PeerServer, PeerServerKind};
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, PlotRecord, Verdict};
 use crate::Scenario;
 use evq::BackendKind;
-use evq_http::{ServeConfig, ServerHandle};
 use evq_load::{run_load, LoadConfig, LoadReport};
 use serde::Serialize;
 use serde_json::json;
@@ -87,8 +88,7 @@ struct Point {
     cold: usize,
     /// Cold connections the server held when the load started.
     cold_held: u64,
-    /// And 100 ms after it ended (hot connections the server has not yet seen
-    /// close would count too).
+    /// And 100 ms after it ended.
     cold_held_after: u64,
     reply_size: usize,
     /// Why the load did not run (the cold connections did not all come up).
@@ -101,15 +101,23 @@ struct Point {
     non_2xx: u64,
     /// Response bytes (heads and bodies) per reply.
     bytes_per_reply: f64,
-    rss_before: u64,
-    rss_cold: u64,
-    /// (rss_cold - rss_before) / cold_held.
+    /// Anonymous resident memory (smaps_rollup) of the server before the cold
+    /// connections: evq's is this whole process.
+    rss_anon_before: u64,
+    /// And with them held.
+    rss_anon_cold: u64,
+    /// (rss_anon_cold - rss_anon_before) / cold_held.
     bytes_per_idle_conn: Option<f64>,
-    /// CPU of the load client (this process, less the in-process server thread)
+    /// CPU of the load client (this process)
     /// per wall second of the load.
     client_cpu_share: f64,
     /// CPU of the server per wall second of the load.
     server_cpu_share: f64,
+    /// CPU the rest of the machine (neither the client nor the server) used per
+    /// wall second of the load: other processes competing for the cores.
+    others_cpu_share: f64,
+    /// Wall-clock seconds of the whole point: start, ramp, loads, stop.
+    seconds: f64,
 }
 
 /// Median, smallest and largest.
@@ -141,57 +149,208 @@ fn spread(mut v: Vec<f64>) -> Option<Spread> {
     })
 }
 
-/// Resident memory of this process.
-fn self_rss() -> u64 {
-    rss_of("self")
-}
-
-fn rss_of(pid: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+/// Anonymous resident memory (heap, stacks: what user space allocated) of a
+/// process, in bytes, counted page by page (`/proc/PID/smaps_rollup`; the
+/// `RssAnon` of `/proc/PID/status` is a per-CPU approximation that can be off by
+/// hundreds of KiB). File-backed pages (the binary, libraries), which the kernel
+/// may drop and fault back at any time, are left out.
+fn rss_anon(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with("Anonymous:"))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
 }
 
-/// CPU time of this process's thread called `name` (the in-process server).
-fn thread_cpu(name: &str) -> Option<Duration> {
+/// User + system CPU time used so far by a process.
+fn process_cpu(pid: u32) -> Duration {
     // SAFETY: sysconf has no memory effects.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    for e in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let dir = e.path();
-        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if comm.trim_end() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-        let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-        return Some(Duration::from_millis(ticks * 1000 / hz));
-    }
-    None
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            // utime and stime are fields 14 and 15: 12 and 13 after ')'.
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 1000 / hz)
 }
 
-/// Socket descriptors open in these processes.
-fn socket_fds(pids: &[u32]) -> u64 {
+/// `evq serve` as a child process, like the peers (so that its memory and CPU
+/// are its own, not mixed with the load client's and earlier points' in this
+/// process); stopped on drop.
+struct EvqServe {
+    child: Option<std::process::Child>,
+    port: u16,
+}
+
+impl EvqServe {
+    fn start(backend: BackendKind, root: &Docroot) -> io::Result<EvqServe> {
+        use std::os::unix::process::CommandExt;
+        let evq = evq_binary().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "the peer comparison needs the `evq` binary (run the lab as `evq lab`)",
+            )
+        })?;
+        // A free port: bound, read and released (a small race, as for the peers).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = std::process::Command::new(evq)
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--backend", backend.name(), "--threads", "1"])
+            .arg("--root")
+            .arg(root.path())
+            .args([
+                "--idle-timeout",
+                "600",
+                "--header-timeout",
+                "600",
+                "--grace",
+                "0",
+            ])
+            .process_group(0)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let mut server = EvqServe {
+            child: Some(child),
+            port,
+        };
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let started = Instant::now();
+        loop {
+            if let Some(c) = &mut server.child {
+                if let Some(status) = c.try_wait()? {
+                    server.child = None;
+                    return Err(io::Error::other(format!(
+                        "evq serve exited at start ({status})"
+                    )));
+                }
+            }
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(server);
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "evq serve did not accept within 10 s",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+}
+
+impl Drop for EvqServe {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = child.id() as libc::pid_t;
+            // SAFETY: kill(2) on our own child, not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // SAFETY: kill(2) on the process group our child leads.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Inodes of the ESTABLISHED connections from 127.0.0.2 to `port`: from `ss`,
+/// which filters in the kernel (fast when the machine holds tens of thousands of
+/// sockets), else from `/proc/net/tcp`.
+fn cold_inodes(port: u16) -> std::collections::HashSet<String> {
+    let filter = format!("( sport = :{port} and dst 127.0.0.2 )");
+    if let Ok(out) = std::process::Command::new("ss")
+        .args(["-tnHe", "state", "established", &filter])
+        .stderr(std::process::Stdio::null())
+        .output()
+    {
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|t| t.strip_prefix("ino:"))
+                .map(str::to_string)
+                .collect();
+        }
+    }
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // local, remote (127.0.0.2 is 0200007F), state 01 = ESTABLISHED, inode.
+            (f.len() > 9 && f[1].ends_with(&local) && f[2].starts_with("0200007F:") && f[3] == "01")
+                .then(|| f[9].to_string())
+        })
+        .collect()
+}
+
+/// Connections from the cold client (127.0.0.2) to `port` that these processes
+/// hold a descriptor for: established connections matched by inode with the
+/// processes' socket descriptors (a connection still in the accept queue has no
+/// descriptor and does not count).
+fn cold_sockets_held(pids: &[u32], port: u16) -> u64 {
+    let inodes = cold_inodes(port);
     let mut n = 0;
     for pid in pids {
         let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
         for e in entries.flatten() {
-            if std::fs::read_link(e.path())
-                .is_ok_and(|t| t.as_os_str().as_encoded_bytes().starts_with(b"socket:"))
-            {
-                n += 1;
+            let Ok(target) = std::fs::read_link(e.path()) else {
+                continue;
+            };
+            let t = target.to_string_lossy();
+            if let Some(inode) = t.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']')) {
+                if inodes.contains(inode) {
+                    n += 1;
+                }
             }
         }
     }
     n
+}
+
+/// CPU time the whole machine has spent busy (not idle, not waiting for I/O).
+fn machine_busy() -> Duration {
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...: all but idle and iowait
+    // (guest time is already inside user).
+    let busy: u64 = ticks
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    Duration::from_millis(busy * 1000 / hz)
 }
 
 fn loadavg() -> String {
@@ -202,46 +361,42 @@ fn loadavg() -> String {
 
 /// One running server, whichever kind.
 enum Running {
-    Evq(ServerHandle),
+    Evq(EvqServe),
     Peer(PeerServer),
 }
 
 impl Running {
     fn port(&self) -> u16 {
         match self {
-            Running::Evq(s) => s.addr().port(),
+            Running::Evq(s) => s.port,
             Running::Peer(p) => p.addr().port(),
         }
     }
 
-    fn rss(&self) -> u64 {
+    fn pids(&self) -> Vec<u32> {
         match self {
-            Running::Evq(_) => self_rss(),
-            Running::Peer(p) => p.rss_bytes(),
+            Running::Evq(s) => vec![s.pid()],
+            Running::Peer(p) => p.processes(),
         }
+    }
+
+    fn rss(&self) -> u64 {
+        self.pids()
+            .iter()
+            .map(|pid| rss_anon(&pid.to_string()))
+            .sum()
     }
 
     fn cpu(&self) -> Duration {
-        match self {
-            Running::Evq(_) => thread_cpu("evq-serve-0").unwrap_or_default(),
-            Running::Peer(p) => p.cpu_time(),
-        }
+        self.pids().iter().map(|&pid| process_cpu(pid)).sum()
     }
 
-    /// Connections the server holds beyond `base` (its count before the cold
-    /// connections).
-    fn held(&self, base: u64) -> u64 {
-        match self {
-            Running::Evq(s) => s.report().open_conns,
-            Running::Peer(p) => socket_fds(&p.processes()).saturating_sub(base),
+    /// Cold connections the server holds (none to look for when `cold` is 0).
+    fn held(&self, cold: usize) -> u64 {
+        if cold == 0 {
+            return 0;
         }
-    }
-
-    fn base(&self) -> u64 {
-        match self {
-            Running::Evq(_) => 0,
-            Running::Peer(p) => socket_fds(&p.processes()),
-        }
+        cold_sockets_held(&self.pids(), self.port())
     }
 }
 
@@ -265,7 +420,7 @@ fn plan(scenario: &Scenario) -> Plan {
             colds: vec![0, 2000],
             sizes: vec![1024],
             repeats: 2,
-            load_for: Duration::from_secs(1),
+            load_for: Duration::from_millis(800),
         }
     } else {
         Plan {
@@ -288,35 +443,20 @@ fn measure(
     load_for: Duration,
 ) -> io::Result<Point> {
     let running = match server {
-        Server::Evq => Running::Evq(ServerHandle::start(&ServeConfig {
-            listen: "127.0.0.1:0".parse().expect("literal address"),
-            backend: Some(backend),
-            threads: 1,
-            root: Some(root.path().to_path_buf()),
-            idle_timeout: Duration::from_secs(600),
-            header_timeout: Duration::from_secs(600),
-            ..ServeConfig::default()
-        })?),
+        Server::Evq => Running::Evq(EvqServe::start(backend, root)?),
         Server::Peer(kind) => Running::Peer(PeerServer::start(kind, root, 1)?),
     };
     let port = running.port();
-    if matches!(running, Running::Evq(_)) {
-        // Earlier points' freed memory may still be resident in this process's
-        // arenas and would be reused without raising RSS: hand it back first.
-        // SAFETY: malloc_trim only releases free heap memory.
-        unsafe { libc::malloc_trim(0) };
-    }
-    let base = running.base();
-    let rss_before = running.rss();
+    let rss_anon_before = running.rss();
     let mut point = Point {
-        rss_before,
-        rss_cold: rss_before,
+        rss_anon_before,
+        rss_anon_cold: rss_anon_before,
         ..skipped_point(server, repeat, cold, size)
     };
     let cold_clients = start_cold(port, cold, load_for.as_secs() + 120)?;
     let (mut best, mut gained_at, ramp) = (0u64, Instant::now(), Instant::now());
     loop {
-        let held = running.held(base);
+        let held = running.held(cold);
         if held as usize >= cold {
             break;
         }
@@ -332,33 +472,39 @@ fn measure(
             ));
             return Ok(point);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(100));
     }
-    if cold > 0 {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    point.cold_held = running.held(base);
-    point.rss_cold = running.rss();
+    // Let the last accepts settle (the same wait with no cold connections).
+    std::thread::sleep(Duration::from_millis(200));
+    point.cold_held = running.held(cold);
+    point.rss_anon_cold = running.rss();
     if point.cold_held > 0 {
         point.bytes_per_idle_conn =
-            Some((point.rss_cold as f64 - rss_before as f64) / point.cold_held as f64);
+            Some((point.rss_anon_cold as f64 - rss_anon_before as f64) / point.cold_held as f64);
     }
     let mut load = LoadConfig::closed("127.0.0.1", port, HOT_CONNECTIONS, load_for);
     load.threads = CLIENT_THREADS;
     load.uri = Docroot::uri(size);
-    let cpu0 = running.cpu();
+    // A short untimed run first, after the memory reading: a fresh server's first
+    // requests fault in its heap and open the file, which is not the steady state.
+    let mut warm = load.clone();
+    warm.mode = evq_load::LoopMode::Closed {
+        connections: HOT_CONNECTIONS,
+        duration: Some(warm_up(load_for)),
+        num_conns: None,
+    };
+    run_load(&warm)?;
+    let (cpu0, busy0) = (running.cpu(), machine_busy());
     let report: LoadReport = run_load(&load)?;
     let server_cpu = running.cpu().saturating_sub(cpu0).as_secs_f64();
+    let busy = machine_busy().saturating_sub(busy0).as_secs_f64();
     // The client has closed its hot connections; give the server a moment to see
     // that, so what it still holds is the cold connections.
     std::thread::sleep(Duration::from_millis(100));
-    point.cold_held_after = running.held(base);
+    point.cold_held_after = running.held(cold);
     let wall = report.duration_s.max(1e-9);
-    let process_cpu = report.cpu_user_s + report.cpu_sys_s;
-    let client_cpu = match server {
-        Server::Evq => (process_cpu - server_cpu).max(0.0),
-        Server::Peer(_) => process_cpu,
-    };
+    // This process runs only the client now (and the lab's progress line).
+    let client_cpu = report.cpu_user_s + report.cpu_sys_s;
     point.replies_per_s = report.reply_rate_avg;
     point.p50_ms = report.latency_ms.p50;
     point.p99_ms = report.latency_ms.p99;
@@ -367,11 +513,16 @@ fn measure(
     point.bytes_per_reply = report.bytes_received as f64 / report.replies.max(1) as f64;
     point.client_cpu_share = client_cpu / wall;
     point.server_cpu_share = server_cpu / wall;
+    point.others_cpu_share = ((busy - client_cpu - server_cpu) / wall).max(0.0);
+    // The cold connections go first, so that no server waits on them to stop.
     drop(cold_clients);
-    if let Running::Evq(s) = running {
-        let _ = s.stop();
-    }
+    drop(running);
     Ok(point)
+}
+
+/// The untimed run before each timed one.
+fn warm_up(load_for: Duration) -> Duration {
+    (load_for / 5).max(Duration::from_millis(100))
 }
 
 /// Median (and spread) of one measure over the repeats of one point.
@@ -439,7 +590,9 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
                         server.name(),
                         repeat + 1
                     ));
-                    let p = measure(server, backend, &root, cold, size, repeat, plan.load_for)?;
+                    let t = Instant::now();
+                    let mut p = measure(server, backend, &root, cold, size, repeat, plan.load_for)?;
+                    p.seconds = t.elapsed().as_secs_f64();
                     if let Some(why) = &p.skipped {
                         stalled.insert((server.name(), cold), why.clone());
                     }
@@ -594,16 +747,35 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
         .map(|n| bpc(n).map_or(format!("{n} -"), |b| format!("{n} {b:.0} B")))
         .collect::<Vec<_>>()
         .join(", ");
+    let base_text = names
+        .iter()
+        .map(|n| {
+            let b = spread(
+                points
+                    .iter()
+                    .filter(|p| p.server == *n && p.skipped.is_none() && p.rss_anon_before > 0)
+                    .map(|p| p.rss_anon_before as f64)
+                    .collect(),
+            );
+            b.map_or(format!("{n} -"), |b| {
+                format!("{n} {:.1} MiB", b.median / 1048576.0)
+            })
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let bpc_text = format!(
+        "{bpc_text} (anonymous RSS before the cold connections, median: {base_text}; nginx's sums master and worker and includes the connection slots it preallocates for worker_connections)"
+    );
     let enough = hi >= 1000;
     checks.push(ClaimCheck::judged(
         "user-space memory per idle connection is ≤ 256 B for evq serve (nginx ~470 B; HTTP server issue)",
         if enough {
-            format!("(RSS with {hi} cold connections held − RSS before) / connections held, median over points: {bpc_text}")
+            format!("(anonymous RSS with {hi} cold connections held − before) / connections held, median over points: {bpc_text}")
         } else {
             format!("only {hi} cold connections in this run: too few for page-granular RSS ({bpc_text})")
         },
         if enough { bpc("evq").map(|b| b <= 256.0) } else { None },
-        "holds if evq's median resident-memory growth per held idle connection is at most 256 B; needs at least 1,000 connections so that 4 KiB pages do not dominate; evq runs in the lab's process, whose free heap is trimmed (malloc_trim) before the baseline",
+        "holds if evq's median growth of anonymous resident memory (heap and stacks, not the binary's pages, which the kernel may drop and fault back) per held idle connection is at most 256 B (anonymous memory counted page by page from /proc/PID/smaps_rollup); needs at least 1,000 connections so that 4 KiB pages do not dominate; every server, evq included, is a fresh process at every point",
     ));
 
     // Plots.
@@ -705,10 +877,16 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
         } else {
             "The client stays below 90% of a core throughout, so it is not what limits the rates."
         },
-        if busy_max < 0.8 * cores.min(2) as f64 {
-            format!("Client and server together used at most {:.0}% of the {} cores they could have had: other processes on the machine took the rest, which is why repeats spread widely.", 100.0 * busy_max, cores.min(2))
-        } else {
-            String::new()
+        match spread(points.iter().filter(|p| p.skipped.is_none()).map(|p| p.others_cpu_share).collect()) {
+            Some(o) if o.max >= 0.1 => format!(
+                "Other processes used {:.0}% of a core (median; {:.0}–{:.0}%) of the machine's {cores} while the loads ran, and client and server together at most {:.0}% (median per server): the servers were competing with them, which is why repeats spread widely; the per-point figure is in the data (others_cpu_share).",
+                100.0 * o.median, 100.0 * o.min, 100.0 * o.max, 100.0 * busy_max
+            ),
+            Some(o) => format!(
+                "Other processes used at most {:.0}% of a core while the loads ran.",
+                100.0 * o.max
+            ),
+            None => String::new(),
         }
     ));
     let bytes_text = names
@@ -740,13 +918,14 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
         s
     };
     notes.push(format!(
-        "Peer comparison: `evq serve` ({backend} backend, one thread, in this process, files from the docroot) and {} (one worker each, configs from peer_servers.rs), every server restarted for every point and given the same files ({} B). Per point: cold connections from an `evq dead` child on 127.0.0.2, checked as held (evq: open-connection counter; peers: socket descriptors gained by the server's processes), then a closed loop of {HOT_CONNECTIONS} connections, {CLIENT_THREADS} thread, {:.1} s, from this process. {} repeat(s), servers interleaved and rotated each repeat. Errors (load errors + non-2xx replies) over all points: {errors}.{}",
+        "Peer comparison: `evq serve` ({backend} backend, one thread, a child process like the peers, files from the docroot) and {} (one worker each, configs from peer_servers.rs), every server restarted for every point and given the same files ({} B). Per point: cold connections from an `evq dead` child on 127.0.0.2, checked as held the same way for every server (its processes' socket descriptors that are ESTABLISHED connections from 127.0.0.2), then (after a {:.1} s untimed warm-up with the same load) a closed loop of {HOT_CONNECTIONS} connections, {CLIENT_THREADS} thread, {:.1} s, from this process. {} repeat(s), servers interleaved and rotated each repeat. Errors (load errors + non-2xx replies) over all points: {errors}.{}",
         if servers.len() > 1 {
             names[1..].join(", ")
         } else {
             "no peer server".into()
         },
         plan.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("/"),
+        warm_up(plan.load_for).as_secs_f64(),
         plan.load_for.as_secs_f64(),
         plan.repeats,
         if skipped.is_empty() {
@@ -773,7 +952,7 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
     notes.push(lighttpd_text);
     let mut commands = vec![
         format!(
-            "evq serve --backend {backend} --threads 1 --root DOCROOT --idle-timeout 600 --header-timeout 600 --listen 127.0.0.1:P"
+            "evq serve --backend {backend} --threads 1 --root DOCROOT --idle-timeout 600 --header-timeout 600 --grace 0 --listen 127.0.0.1:P"
         ),
         "nginx -c DIR/nginx.conf | h2o -c DIR/h2o.conf | lighttpd -D -f DIR/lighttpd.conf   (one worker; configs written by crates/evq-lab/src/peer_servers.rs)".into(),
         format!(
@@ -849,10 +1028,12 @@ fn skipped_point(server: Server, repeat: usize, cold: usize, size: usize) -> Poi
         errors: 0,
         non_2xx: 0,
         bytes_per_reply: f64::NAN,
-        rss_before: 0,
-        rss_cold: 0,
+        rss_anon_before: 0,
+        rss_anon_cold: 0,
         bytes_per_idle_conn: None,
         client_cpu_share: f64::NAN,
         server_cpu_share: f64::NAN,
+        others_cpu_share: f64::NAN,
+        seconds: 0.0,
     }
 }
