@@ -165,6 +165,9 @@ where
 
 /// Draws `chart` as SVG (returned) and as `dir/file_stem.png`.
 pub fn render(chart: &Chart, dir: &Path, file_stem: &str) -> PlotRecord {
+    // The SVG backend measures its text with the registered font too: register it
+    // before the first SVG, or a process's first plot fails with FontUnavailable.
+    let fonts = font_registered();
     let mut svg = String::new();
     if let Err(e) = draw(
         SVGBackend::with_string(&mut svg, (900, 520)).into_drawing_area(),
@@ -173,7 +176,7 @@ pub fn render(chart: &Chart, dir: &Path, file_stem: &str) -> PlotRecord {
         svg = format!("<p>plot failed: {}</p>", crate::report::escape(&e));
     }
     let mut png = String::new();
-    if font_registered() {
+    if fonts {
         let name = format!("{file_stem}.png");
         let path = dir.join(&name);
         if draw(
