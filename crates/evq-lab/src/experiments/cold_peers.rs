@@ -569,8 +569,8 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
         }
     }
     let mut points: Vec<Point> = Vec::new();
-    // A (server, cold) pair whose cold connections did not all come up is not
-    // tried again in later repeats or sizes.
+    // A (server, cold) pair whose cold connections did not all come up, or whose
+    // point failed, is not tried again in later repeats or sizes.
     let mut stalled: BTreeMap<(&'static str, usize), String> = BTreeMap::new();
     for repeat in 0..plan.repeats {
         for &size in &plan.sizes {
@@ -591,7 +591,11 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
                         repeat + 1
                     ));
                     let t = Instant::now();
-                    let mut p = measure(server, backend, &root, cold, size, repeat, plan.load_for)?;
+                    let mut p = measure(server, backend, &root, cold, size, repeat, plan.load_for)
+                        .unwrap_or_else(|e| Point {
+                            skipped: Some(format!("{} failed: {e}", server.name())),
+                            ..skipped_point(server, repeat, cold, size)
+                        });
                     p.seconds = t.elapsed().as_secs_f64();
                     if let Some(why) = &p.skipped {
                         stalled.insert((server.name(), cold), why.clone());
