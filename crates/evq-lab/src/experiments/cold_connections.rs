@@ -198,6 +198,9 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     let detail = super::cold_detail::run_detail(scenario)
         .unwrap_or_else(|e| super::cold_detail::ColdDetail::failed(&e));
     checks.extend(detail.checks);
+    let peers = super::cold_peers::run_peers(scenario)
+        .unwrap_or_else(|e| super::cold_peers::PeerPart::failed(&e));
+    checks.extend(peers.checks);
     let mut record = ExperimentRecord::new(
         "cold-connections",
         "000 Banga, Mogul, Druschel (USENIX 1999): Figures 8 and 9, Table 2; 002 dead connections",
@@ -232,7 +235,6 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         "Hot load: closed loop, 32 connections, {:.1} s per point, from this process; cold: `evq dead` child from 127.0.0.2 holding the connections open (the server's open-connection count is checked before the load starts). Server: `evq serve`, one thread, fixed reply. Client and server share the 2 cores, so absolute rates are the machine's, and the shares are what to compare.",
         load_for.as_secs_f64()
     ));
-    record.notes.push("nginx, h2o and lighttpd beside evq under the same cold load are not in this build of the scenario.".into());
     record.commands.push(format!(
         "evq serve --backend B --threads 1 --reply-size {reply} --listen 127.0.0.1:P"
     ));
@@ -246,9 +248,13 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     record.plots.extend(detail.plots);
     record.notes.extend(detail.notes);
     record.commands.extend(detail.commands);
+    record.plots.extend(peers.plots);
+    record.notes.extend(peers.notes);
+    record.commands.extend(peers.commands);
     record.data = serde_json::json!({
         "throughput": serde_json::to_value(&points).map_err(io::Error::other)?,
         "detail": detail.data,
+        "peers": peers.data,
     });
     Ok(record)
 }
