@@ -17,5 +17,6 @@ mod probe_fds;
 pub mod record;
 pub mod report;
 pub mod resources;
+mod spread;
 
 pub use lab::{run, LabArgs, Scenario, SCENARIOS};

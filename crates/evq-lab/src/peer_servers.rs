@@ -353,19 +353,25 @@ impl PeerServer {
 
 impl Drop for PeerServer {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let group = child.id() as libc::pid_t;
-            // SAFETY: kill(2) on our own child's pid; it is not reaped yet.
-            unsafe { libc::kill(group, libc::SIGTERM) };
-            // A graceful stop waits for open connections (h2o does): not for long.
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            // SAFETY: kill(2) on the process group our child leads.
-            unsafe { libc::kill(-group, libc::SIGKILL) };
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            stop_process_group(child);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Stops a child that leads its own process group: SIGTERM, up to 2 s for a
+/// graceful exit (h2o waits for open connections), then SIGKILL to the whole
+/// group, so no worker or helper outlives it.
+pub(crate) fn stop_process_group(mut child: Child) {
+    let group = child.id() as libc::pid_t;
+    // SAFETY: kill(2) on our own child's pid; it is not reaped yet.
+    unsafe { libc::kill(group, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the process group our child leads.
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    let _ = child.wait();
 }

@@ -17,6 +17,7 @@ use super::cold_connections::{evq_binary, start_cold};
 use crate::peer_servers::{Docroot, PeerServer, PeerServerKind};
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, PlotRecord, Verdict};
+use crate::spread::spread;
 use crate::Scenario;
 use evq::BackendKind;
 use evq_load::{run_load, LoadConfig, LoadReport};
@@ -129,35 +130,6 @@ struct Point {
     seconds: f64,
 }
 
-/// Median, smallest and largest.
-#[derive(Serialize, Clone, Copy, Debug)]
-struct Spread {
-    median: f64,
-    min: f64,
-    max: f64,
-    n: usize,
-}
-
-fn spread(mut v: Vec<f64>) -> Option<Spread> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let median = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    Some(Spread {
-        median,
-        min: v[0],
-        max: v[n - 1],
-        n,
-    })
-}
-
 /// Anonymous resident memory (heap, stacks: what user space allocated) of a
 /// process, in bytes, counted page by page (`/proc/PID/smaps_rollup`; the
 /// `RssAnon` of `/proc/PID/status` is a per-CPU approximation that can be off by
@@ -264,17 +236,8 @@ impl EvqServe {
 
 impl Drop for EvqServe {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pid = child.id() as libc::pid_t;
-            // SAFETY: kill(2) on our own child, not reaped yet.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            // SAFETY: kill(2) on the process group our child leads.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            crate::peer_servers::stop_process_group(child);
         }
     }
 }

@@ -12,6 +12,7 @@
 use crate::peer_servers::{Docroot, PeerServer, PeerServerKind};
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, ExperimentRecord};
+use crate::spread::{spread, Spread};
 use crate::Scenario;
 use serde::Serialize;
 use std::io::{self, Read};
@@ -503,35 +504,6 @@ fn measure(
         }
     }
     run
-}
-
-/// Median, min and max.
-#[derive(Clone, Copy, Debug, Serialize)]
-struct Spread {
-    median: f64,
-    min: f64,
-    max: f64,
-    n: usize,
-}
-
-fn spread(mut v: Vec<f64>) -> Option<Spread> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let median = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    Some(Spread {
-        median,
-        min: v[0],
-        max: v[n - 1],
-        n,
-    })
 }
 
 /// Per-client figures over its counted runs.
