@@ -36,6 +36,17 @@ fn response(s: &mut TcpStream, buf: &mut Vec<u8>) -> (u16, usize) {
     }
 }
 
+/// Field 22 of /proc/PID/stat: when the process started (tells a reused pid apart).
+fn start_time(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(19).map(String::from))
+        })
+        .unwrap_or_default()
+}
+
 #[test]
 fn every_installed_peer_serves_the_docroot() {
     let root = Docroot::with_sizes(&[128, 1024]).unwrap();
@@ -59,7 +70,11 @@ fn every_installed_peer_serves_the_docroot() {
         let mut tmp = [0u8; 4096];
         let n = s.read(&mut tmp).unwrap();
         assert!(tmp[..n].starts_with(b"HTTP/1.1 404"), "{kind}");
-        let pids = server.processes();
+        let pids: Vec<(u32, String)> = server
+            .processes()
+            .into_iter()
+            .map(|pid| (pid, start_time(pid)))
+            .collect();
         assert!(!pids.is_empty(), "{kind}");
         assert!(server.rss_bytes() > 0, "{kind}");
         let addr = server.addr();
@@ -68,14 +83,18 @@ fn every_installed_peer_serves_the_docroot() {
             TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
             "{kind} still listening after drop"
         );
-        for pid in pids {
-            assert!(
-                !std::path::Path::new(&format!("/proc/{pid}")).exists()
-                    || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                        .map(|s| s.contains(") Z "))
-                        .unwrap_or(true),
-                "{kind}: process {pid} outlived the server"
-            );
+        // SIGKILL'd workers take a moment to die; a pid reused by another process
+        // (another start time) is not ours.
+        for (pid, started) in pids {
+            let gone = || {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                stat.is_empty() || stat.contains(") Z ") || start_time(pid) != started
+            };
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !gone() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(gone(), "{kind}: process {pid} outlived the server");
         }
         ran += 1;
     }
