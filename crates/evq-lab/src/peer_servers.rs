@@ -10,8 +10,11 @@
 //! - **nginx**: `worker_connections 512` and the 1024-descriptor soft limit;
 //!   `keepalive_timeout 75s` and `keepalive_requests 1000` (1.19.10+) close hot
 //!   connections mid-run. Raised to the process's descriptor budget, 600 s and
-//!   10^9. `access_log off` (each server logs nothing: logging is not the
-//!   subject). `sendfile on`, `tcp_nopush on` as a tuned site has them.
+//!   10^9; `client_header_timeout 60s` would close a cold connection that sends
+//!   nothing, so 600 s. `access_log off` (each server logs nothing: logging is not
+//!   the subject). `sendfile on`, `tcp_nopush on` and `open_file_cache` (revalidated
+//!   every second, as `evq serve --root` does) as a tuned site has them: without
+//!   the cache nginx opens, stats and closes the file on every request.
 //! - **h2o**: `max-connections: 1024`, and `http1-request-timeout: 10` closes an
 //!   idle keep-alive connection after 10 s — the cold connections would vanish.
 //!   h2o refuses to run as root without `user:`, so it runs as `nobody` and the
@@ -182,6 +185,8 @@ impl PeerServer {
                      events {{ worker_connections {conns}; use epoll; }}\n\
                      http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n  tcp_nodelay on;\n\
                        keepalive_timeout 600s;\n  keepalive_requests 1000000000;\n\
+                       open_file_cache max=1024 inactive=60s;\n  open_file_cache_valid 1s;\n\
+                       client_header_timeout 600s;\n\
                        client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
                        fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
                        default_type application/octet-stream;\n\
