@@ -152,7 +152,7 @@ impl EventQueue {
             wake_one: options.is_wake_one(),
             armed: true,
         };
-        match self.table.get(fd).copied() {
+        match self.table.get(fd) {
             None => {
                 let key = self.table.insert(fd, reg);
                 if let Err(e) = self.backend.add(&watch(fd, key, &reg)) {
@@ -191,7 +191,7 @@ impl EventQueue {
     }
 
     fn revoke(&mut self, fd: RawFd) -> io::Result<()> {
-        if let Some(old) = self.table.get(fd).copied() {
+        if let Some(old) = self.table.get(fd) {
             let w = watch(fd, self.table.key(fd), &old);
             self.table.remove(fd);
             self.backend.remove(&w)?;
@@ -214,7 +214,7 @@ impl EventQueue {
     /// handed to someone else) without making any call on that number. Any event the
     /// kernel still holds for it is filtered out by generation.
     pub fn forget(&mut self, fd: RawFd) {
-        if let Some(old) = self.table.get(fd).copied() {
+        if let Some(old) = self.table.get(fd) {
             let w = watch(fd, self.table.key(fd), &old);
             self.table.remove(fd);
             if matches!(self.kind, BackendKind::Epoll) {
@@ -351,11 +351,9 @@ impl EventQueue {
                     Some(_) if ev.gone => {
                         table.remove(fd);
                     }
-                    Some(reg) => {
-                        if reg.mode == Mode::Oneshot {
-                            reg.armed = false;
-                        }
-                        events.push(Event::new(reg.token, fd, ev.readiness));
+                    Some(slot) => {
+                        slot.delivered();
+                        events.push(Event::new(slot.token(), fd, ev.readiness));
                     }
                     None => stale += 1,
                 }
@@ -412,7 +410,7 @@ impl EventQueue {
             .table
             .iter()
             .filter(|(_, _, r)| r.armed)
-            .map(|(fd, key, r)| watch(fd, key, r))
+            .map(|(fd, key, r)| watch(fd, key, &r))
             .chain(std::iter::once(notify))
             .collect::<Vec<_>>();
         self.backend.rebuild(watches.into_iter())
