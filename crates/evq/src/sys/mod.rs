@@ -273,7 +273,7 @@ impl BackendKind {
             BackendKind::Epoll => AnyBackend::Epoll(Backend::new()?),
             BackendKind::RtSig => AnyBackend::RtSig(RtSignalBackend::open(false)?),
             BackendKind::RtSigBulk => AnyBackend::RtSig(RtSignalBackend::open(true)?),
-            BackendKind::Uring => AnyBackend::Uring(Backend::new()?),
+            BackendKind::Uring => AnyBackend::Uring(Box::new(Backend::new()?)),
         })
     }
 }
@@ -308,7 +308,8 @@ pub(crate) enum AnyBackend {
     Poll(PollBackend),
     Epoll(EpollBackend),
     RtSig(RtSignalBackend),
-    Uring(UringBackend),
+    // Boxed: the ring and its tables are several times the other backends' size.
+    Uring(Box<UringBackend>),
 }
 
 macro_rules! dispatch {

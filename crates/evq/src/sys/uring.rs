@@ -84,6 +84,16 @@
 //!    thread's hands, perhaps. So poll requests are kept as (fd, sequence) until
 //!    the submit in `wait`, built only if the registration still wants them; a
 //!    registration removed before that costs the ring nothing at all.
+//! m) **A registered ring fd belongs to one thread, and pins the ring.**
+//!    `IORING_REGISTER_RING_FDS` puts the ring in the calling task's table so that
+//!    `io_uring_enter` skips the fd lookup; the entry holds a reference to the ring,
+//!    so a ring closed without unregistering lives on — with every poll it holds,
+//!    and every file those polls hold (quirk g) — until that thread exits, and only
+//!    that thread can unregister it. A queue is `Send`; one dropped on another
+//!    thread would leak exactly so. It saved too little to be worth that (see the
+//!    lab's pipe-scaling note): it is off unless `EVQ_URING_REGISTERED_RING=1`, and
+//!    then it is used only on the registering thread and given back on drop or
+//!    rebuild when that thread does it.
 
 use super::syscall::{current_tid, syscall};
 use super::{Backend, SysEvent, Watch};
@@ -91,7 +101,7 @@ use crate::{Mode, Readiness};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 const DEFAULT_SQ_ENTRIES: u32 = 256;
@@ -135,6 +145,114 @@ pub(crate) struct UringBackend {
     /// This call's events: (fd, poll bits).
     batch: Vec<(RawFd, u32)>,
     pollfds: Vec<libc::pollfd>,
+    /// The ring's registered index, when `EVQ_URING_REGISTERED_RING=1` (quirk m).
+    registered: Option<RegisteredRing>,
+}
+
+/// A ring fd registered in one thread's table (`IORING_REGISTER_RING_FDS`, 5.18).
+#[derive(Clone, Copy)]
+struct RegisteredRing {
+    index: u32,
+    thread: libc::pid_t,
+}
+
+#[repr(C)]
+struct RsrcUpdate {
+    offset: u32,
+    resv: u32,
+    data: u64,
+}
+
+#[repr(C)]
+struct GeteventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
+}
+
+impl RegisteredRing {
+    /// Registers `ring` in this thread's table if the environment asks for it.
+    fn register(ring: &IoUring) -> Option<RegisteredRing> {
+        if std::env::var("EVQ_URING_REGISTERED_RING").as_deref() != Ok("1") {
+            return None;
+        }
+        let mut up = RsrcUpdate {
+            offset: u32::MAX,
+            resv: 0,
+            data: ring.as_raw_fd() as u64,
+        };
+        // SAFETY: `up` is a live io_uring_rsrc_update; the count is 1.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                ring.as_raw_fd(),
+                20, // IORING_REGISTER_RING_FDS
+                &mut up as *mut RsrcUpdate,
+                1,
+            )
+        };
+        (rc == 1).then(|| RegisteredRing {
+            index: up.offset,
+            thread: current_tid(),
+        })
+    }
+
+    /// Gives the index back; only the registering thread can (its table is per task).
+    fn unregister(self, ring: &IoUring) {
+        if current_tid() != self.thread {
+            return;
+        }
+        let up = RsrcUpdate {
+            offset: self.index,
+            resv: 0,
+            data: 0,
+        };
+        // SAFETY: `up` is a live io_uring_rsrc_update; the count is 1.
+        unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                ring.as_raw_fd(),
+                21, // IORING_UNREGISTER_RING_FDS
+                &up as *const RsrcUpdate,
+                1,
+            )
+        };
+    }
+
+    /// `io_uring_enter(index, len, 1, GETEVENTS | EXT_ARG | REGISTERED_RING, ts)`.
+    fn submit_and_wait(self, to_submit: usize, timeout: Option<Duration>) -> io::Result<()> {
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let arg = GeteventsArg {
+            sigmask: 0,
+            sigmask_sz: 0,
+            min_wait_usec: 0,
+            ts: ts.as_ref().map_or(0, |t| t as *const libc::timespec as u64),
+        };
+        const GETEVENTS: u32 = 1;
+        const REGISTERED_RING: u32 = 16;
+        const EXT_ARG: u32 = 8;
+        // SAFETY: `arg` (and the timespec it points to) outlive the call; the SQ tail
+        // was published when the submission queue handles were dropped.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                self.index,
+                to_submit as u32,
+                1u32,
+                GETEVENTS | EXT_ARG | REGISTERED_RING,
+                &arg as *const GeteventsArg,
+                std::mem::size_of::<GeteventsArg>(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 fn ring_sizes() -> (u32, u32) {
@@ -187,7 +305,20 @@ fn build_ring(sq: u32, cq: u32) -> io::Result<(IoUring, bool)> {
     Err(last)
 }
 
+impl Drop for UringBackend {
+    fn drop(&mut self) {
+        if let Some(r) = self.registered.take() {
+            r.unregister(&self.ring);
+        }
+    }
+}
+
 impl UringBackend {
+    fn with_registered_ring(mut self) -> Self {
+        self.registered = RegisteredRing::register(&self.ring);
+        self
+    }
+
     /// Really creates a ring (and drops it).
     pub(crate) fn probe() -> io::Result<()> {
         // Built and dropped on a short-lived thread: a ring's teardown is deferred
@@ -297,7 +428,11 @@ impl UringBackend {
             return Ok(());
         }
         let (ring, single) = build_ring(self.sq_entries, self.cq_entries)?;
+        if let Some(r) = self.registered.take() {
+            r.unregister(&self.ring);
+        }
         self.ring = ring;
+        self.registered = RegisteredRing::register(&self.ring);
         self.single_issuer = single;
         self.issuer = current_tid();
         self.backlog.clear();
@@ -472,7 +607,9 @@ impl Backend for UringBackend {
             lost_seen: 0,
             batch: Vec::new(),
             pollfds: Vec::new(),
-        })
+            registered: None,
+        }
+        .with_registered_ring())
     }
 
     fn add(&mut self, w: &Watch) -> io::Result<()> {
@@ -534,7 +671,19 @@ impl Backend for UringBackend {
             } else {
                 &args
             };
-            match self.ring.submitter().submit_with_args(1, args) {
+            let entered = match self.registered {
+                Some(r) if r.thread == current_tid() => {
+                    let to_submit = self.ring.submission().len();
+                    let wait = if self.ready.is_empty() {
+                        timeout
+                    } else {
+                        Some(Duration::ZERO)
+                    };
+                    r.submit_and_wait(to_submit, wait)
+                }
+                _ => self.ring.submitter().submit_with_args(1, args).map(drop),
+            };
+            match entered {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => interrupted = true,
