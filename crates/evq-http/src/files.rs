@@ -176,9 +176,11 @@ const FILE_CACHE_SLOTS: usize = 64;
 /// (nginx's `open_file_cache_valid`, 1 s).
 const FILE_CACHE_VALID: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// An open regular file kept for its request path: each request gets a `dup` of
-/// it (cheaper than resolving the path beneath the root again), so evicting an
-/// entry never disturbs a response still being sent from it.
+/// An open regular file kept for its request path. A request for a small file
+/// borrows the descriptor (its body is copied while the request is handled); one
+/// for a larger file gets a `dup` (cheaper than resolving the path beneath the
+/// root again), so evicting an entry never disturbs a response still being sent
+/// from it.
 #[derive(Debug)]
 struct CachedFile {
     key: Vec<u8>,
@@ -186,6 +188,20 @@ struct CachedFile {
     info: sys::FileInfo,
     content_type: &'static str,
     opened: std::time::Instant,
+}
+
+/// A file [`FileCache::open`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OpenFile {
+    /// The descriptor: the caller's to close if `owned`, else the cache's, valid
+    /// until the cache's next call.
+    pub fd: RawFd,
+    /// Whether the caller owns (and must close) `fd`.
+    pub owned: bool,
+    /// Its metadata.
+    pub info: sys::FileInfo,
+    /// Its content type.
+    pub content_type: &'static str,
 }
 
 /// A thread's open-file cache.
@@ -214,13 +230,15 @@ fn path_hash(p: &[u8]) -> usize {
 impl FileCache {
     /// Opens the regular file `path` (from [`resolve_path`]) names beneath `root` (a
     /// directory means its `index.html`, and `path` is rewritten to it), through the
-    /// cache. Returns a descriptor the caller owns, its metadata and content type,
-    /// or the status to refuse with.
+    /// cache. Files of at most `borrow_up_to` bytes come back borrowed from the
+    /// cache (no `dup`, no `close`: two system calls fewer per request), larger
+    /// ones as a descriptor the caller owns. Errors are the status to refuse with.
     pub(crate) fn open(
         &mut self,
         root: &FileRoot,
         path: &mut Vec<u8>,
-    ) -> Result<(RawFd, sys::FileInfo, &'static str), u16> {
+        borrow_up_to: u64,
+    ) -> Result<OpenFile, u16> {
         if self.slots.is_empty() {
             self.slots = (0..FILE_CACHE_SLOTS)
                 .map(|_| CachedFile {
@@ -244,8 +262,17 @@ impl FileCache {
             && entry.key == path[..]
             && now.duration_since(entry.opened) < FILE_CACHE_VALID
         {
+            let found = |fd, owned| OpenFile {
+                fd,
+                owned,
+                info: entry.info,
+                content_type: entry.content_type,
+            };
+            if entry.info.size <= borrow_up_to {
+                return Ok(found(entry.fd, false));
+            }
             if let Ok(fd) = sys::dup(entry.fd) {
-                return Ok((fd, entry.info, entry.content_type));
+                return Ok(found(fd, true));
             }
         }
         // Claim the slot for this path now, before an index.html rewrite changes it.
@@ -289,13 +316,25 @@ impl FileCache {
         let name = path.strip_suffix(b"\0").unwrap_or(path);
         let name = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
         let ctype = content_type(name);
-        if let Ok(keep) = sys::dup(fd) {
+        let mut opened = OpenFile {
+            fd,
+            owned: true,
+            info,
+            content_type: ctype,
+        };
+        let keep = if info.size <= borrow_up_to {
+            opened.owned = false;
+            Ok(fd)
+        } else {
+            sys::dup(fd)
+        };
+        if let Ok(keep) = keep {
             let entry = &mut self.slots[slot];
             entry.fd = keep;
             entry.info = info;
             entry.content_type = ctype;
             entry.opened = now;
         }
-        Ok((fd, info, ctype))
+        Ok(opened)
     }
 }

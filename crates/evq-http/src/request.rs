@@ -389,12 +389,17 @@ pub fn handle_request(
             if let Err(status) = resolve_path(target.as_bytes(), &mut scratch.path) {
                 return error(input.len(), status, out, date);
             }
-            let (fd, info, ctype) = match scratch.files.open(root, &mut scratch.path) {
+            let file = match scratch
+                .files
+                .open(root, &mut scratch.path, COPY_LIMIT as u64)
+            {
                 Ok(f) => f,
                 Err(status) => return error(input.len(), status, out, date),
             };
+            let (fd, info, ctype) = (file.fd, file.info, file.content_type);
             let not_modified = ims.is_some_and(|t| info.mtime <= t);
             let status = if not_modified { 304 } else { 200 };
+            let head_start = out.len();
             write_head(
                 out,
                 &Head {
@@ -408,7 +413,21 @@ pub fn handle_request(
                 },
             );
             let body = if is_head || not_modified || info.size == 0 {
-                sys::close(fd);
+                if file.owned {
+                    sys::close(fd);
+                }
+                Body::None
+            } else if !file.owned {
+                // A small file, borrowed from the cache: its bytes follow the head
+                // in the same buffer, so head and body leave in one send.
+                let start = out.len();
+                out.resize(start + info.size as usize, 0);
+                if sys::pread_all(fd, &mut out[start..]).is_err() {
+                    // Shorter than the length just promised (truncated under us)
+                    // or unreadable: this response cannot be kept.
+                    out.truncate(head_start);
+                    return error(input.len(), 500, out, date);
+                }
                 Body::None
             } else {
                 Body::File { fd, len: info.size }

@@ -29,6 +29,30 @@ pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     cvt_size(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })
 }
 
+/// Fills `buf` from `fd` at file offset 0 (`pread`, so a shared descriptor's
+/// position is untouched). `UnexpectedEof` if the file is shorter.
+pub(crate) fn pread_all(fd: RawFd, buf: &mut [u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // SAFETY: `rest` is a live, writable slice of `rest.len()` bytes.
+        match cvt_size(unsafe {
+            libc::pread(
+                fd,
+                rest.as_mut_ptr().cast(),
+                rest.len(),
+                done as libc::off_t,
+            )
+        }) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Writes from `buf` without raising `SIGPIPE` on sockets (`MSG_NOSIGNAL`).
 pub(crate) fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, readable slice of `buf.len()` bytes.

@@ -528,6 +528,23 @@ fn open_file_cache_revalidates_after_a_second() {
             .status,
         404
     );
+    // A small cached file truncated in place while its entry is still trusted:
+    // the promised length cannot be kept, so the answer is a 500 — never a
+    // response shorter than its Content-Length. (Once the entry is stale, the new
+    // content.)
+    std::fs::write(root.join("sub/t.txt"), "twelve bytes").unwrap();
+    let treq = "GET /sub/t.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+    assert_eq!(get(a, treq).unwrap().body, b"twelve bytes");
+    std::fs::write(root.join("sub/t.txt"), "short").unwrap();
+    let r = get(a, treq).unwrap();
+    assert!(
+        r.status == 500 || (r.status == 200 && r.body == b"short"),
+        "status {} body {:?}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(get(a, treq).unwrap().body, b"short");
     server.stop();
     let _ = std::fs::remove_dir_all(&root);
 }
