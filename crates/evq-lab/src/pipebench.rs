@@ -131,6 +131,11 @@ pub struct PipebenchRecord {
     pub scan_ns_per_event: Option<f64>,
 }
 
+/// The median of samples already sorted.
+pub fn median_of(sorted: &[f64]) -> f64 {
+    median(sorted.to_vec())
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
