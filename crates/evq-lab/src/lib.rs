@@ -12,6 +12,7 @@ mod lab;
 pub mod machine;
 pub mod peer_servers;
 pub mod pipebench;
+pub mod placement;
 pub mod plot;
 mod probe_fds;
 pub mod record;

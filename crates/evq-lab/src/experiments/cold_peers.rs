@@ -189,7 +189,11 @@ impl EvqServe {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let child = std::process::Command::new(evq)
+        let mut cmd = std::process::Command::new(evq);
+        if let Some(p) = crate::placement::placement() {
+            crate::placement::pin_command(&mut cmd, p.server);
+        }
+        let child = cmd
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--backend", backend.name(), "--threads", "1"])
             .arg("--root")
@@ -481,6 +485,8 @@ fn measure(
         duration: Some(warm_up(load_for)),
         num_conns: None,
     };
+    // The client threads inherit this thread's pin (dropped after the load).
+    let _pin = crate::placement::ThreadPin::to(crate::placement::placement().map(|p| p.client));
     run_load(&warm)?;
     let (cpu0, machine0) = (running.cpu(), machine_cpu());
     let report: LoadReport = run_load(&load)?;
@@ -1040,6 +1046,7 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
         "lighttpd is not installed here (scripts/install-peers.sh installs it).".into()
     };
     notes.push(lighttpd_text);
+    notes.push(crate::placement::describe(crate::placement::placement()));
     let mut commands = vec![
         format!(
             "evq serve --backend {backend} --threads 1 --root DOCROOT --idle-timeout 600 --header-timeout 600 --grace 0 --listen 127.0.0.1:P"
