@@ -5,7 +5,8 @@
 //! with raw syscalls in C (`csrc/raw_loop.c`: no wait at all, `poll`, `epoll`) runs
 //! in the same process, interleaved with the evq runs, so every figure can be read
 //! as a ratio against the floor measured minutes apart at most. Contenders are
-//! rotated between repetitions (A/B alternation) and the median is reported.
+//! rotated between repetitions (A/B alternation) and the median is reported. The
+//! measuring thread stays on one CPU for the whole run (`EVQ_LAB_PIN=0`: unpinned).
 
 pub use crate::probe_fds::FdKind as ProbeKind;
 use crate::probe_fds::{FdKind, ProbeFds};
@@ -307,6 +308,9 @@ pub fn measure(
         ));
     }
     let list = contenders(args)?;
+    // One thread does all the work: keep it on one CPU, so no contender pays for a
+    // migration another did not (the lab's client CPU; none with a single CPU).
+    let _pin = crate::placement::ThreadPin::to(crate::placement::placement().map(|p| p.client));
     let mut records = Vec::new();
     for &fds in &args.fds {
         let probes = ProbeFds::open(kind, fds)?;

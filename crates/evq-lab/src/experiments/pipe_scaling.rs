@@ -371,6 +371,8 @@ fn pipe_sweep(
         records.extend(main.iter().filter(|r| r.backend == "raw-epoll").cloned());
     }
     let dp_iters = iters.min(20_000);
+    // On one CPU, as pipebench's contenders were.
+    let _pin = crate::placement::ThreadPin::to(crate::placement::placement().map(|p| p.client));
     for &n in &sizes {
         let mut samples = Vec::with_capacity(reps);
         for rep in 0..reps {
