@@ -325,6 +325,26 @@ impl EventQueue {
         stale: u64,
         result: io::Result<()>,
     ) -> io::Result<usize> {
+        self.settle_wait(events, notified, stale, result)?;
+        // A zero timeout looks once; with none, the general loop waits on (the
+        // fast path only runs without a deadline, so none has to be carried over).
+        if !events.is_empty() || timeout.is_some() {
+            self.stats.events += events.len() as u64;
+            return Ok(events.len());
+        }
+        self.wait_general(events, timeout)
+    }
+
+    /// What one backend wait left besides events: a notify becomes its event, stale
+    /// events are counted (and on epoll schedule a rebuild), and an error other than
+    /// `EINTR` is returned unless events were already gathered.
+    fn settle_wait(
+        &mut self,
+        events: &mut Events,
+        notified: bool,
+        stale: u64,
+        result: io::Result<()>,
+    ) -> io::Result<()> {
         if notified {
             self.notifier.drain();
             events.push(Event::new(NOTIFY_TOKEN, -1, Readiness::NOTIFY));
@@ -334,16 +354,9 @@ impl EventQueue {
             self.needs_rebuild = self.kind == BackendKind::Epoll;
         }
         match result {
-            Err(e) if e.kind() != io::ErrorKind::Interrupted && events.is_empty() => return Err(e),
-            _ => {}
+            Err(e) if e.kind() != io::ErrorKind::Interrupted && events.is_empty() => Err(e),
+            _ => Ok(()),
         }
-        // A zero timeout looks once; with none, the general loop waits on (the
-        // fast path only runs without a deadline, so none has to be carried over).
-        if !events.is_empty() || timeout.is_some() {
-            self.stats.events += events.len() as u64;
-            return Ok(events.len());
-        }
-        self.wait_general(events, timeout)
     }
 
     /// `get_next_event` for every backend and every case: timers, deadlines,
@@ -409,23 +422,7 @@ impl EventQueue {
             let result = self.backend.wait(events.room(), wait_for, |ev| {
                 deliver(table, events, ev, &mut notified, &mut stale)
             });
-            if notified {
-                self.notifier.drain();
-                events.push(Event::new(NOTIFY_TOKEN, -1, Readiness::NOTIFY));
-            }
-            if stale > 0 {
-                self.stats.stale_dropped += stale;
-                self.needs_rebuild = self.kind == BackendKind::Epoll;
-            }
-            match result {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    if events.is_empty() {
-                        return Err(e);
-                    }
-                }
-            }
+            self.settle_wait(events, notified, stale, result)?;
             if !events.is_empty() {
                 break;
             }

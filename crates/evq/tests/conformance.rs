@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 use util::*;
 
@@ -379,20 +380,28 @@ fn closed_and_reused_number_gets_no_stale_event() {
     });
 }
 
+/// A registration (token 1) whose number was closed and forgotten while a dup keeps
+/// its file alive, with a byte waiting on that file: on epoll, a stale event in the
+/// kernel's ready list. Returns the dup and the peer, to be kept alive.
+fn stale_source(q: &mut EventQueue) -> (UnixStream, UnixStream) {
+    let (ours, peer) = pair();
+    let number = fd(&ours);
+    let dup = ours.try_clone().unwrap();
+    q.declare_interest(number, Interest::READ, Options::new(1))
+        .unwrap();
+    drop(ours);
+    q.forget(number);
+    send(&peer, 1);
+    (dup, peer)
+}
+
 /// epoll watches files, not numbers: a dup keeps the old file registered after the
 /// number is closed. Its events are stale and must be dropped (and stop coming).
 #[test]
 fn dup_kept_file_yields_no_stale_events() {
     for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
-        let (ours, peer) = pair();
-        let number = fd(&ours);
-        let dup = ours.try_clone().unwrap();
-        q.declare_interest(number, Interest::READ, Options::new(1))
-            .unwrap();
-        drop(ours);
-        q.forget(number);
-        send(&peer, 1);
+        let (dup, _peer) = stale_source(&mut q);
         let got = wait(&mut q, 8, Some(Duration::from_millis(30)));
         assert!(
             got.is_empty(),
@@ -417,14 +426,7 @@ fn dup_kept_file_yields_no_stale_events() {
 fn stale_event_on_untimed_wait_is_dropped_and_the_wait_goes_on() {
     for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
-        let (ours, peer) = pair();
-        let number = fd(&ours);
-        let dup = ours.try_clone().unwrap();
-        q.declare_interest(number, Interest::READ, Options::new(1))
-            .unwrap();
-        drop(ours);
-        q.forget(number);
-        send(&peer, 1);
+        let (dup, _peer) = stale_source(&mut q);
         let (live, live_peer) = pair();
         q.declare_interest(fd(&live), Interest::READ, Options::new(2))
             .unwrap();
