@@ -235,9 +235,7 @@ impl PeerServer {
         // backtrace helper) goes, whatever the leader did with SIGTERM.
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
-        if let Some(p) = crate::placement::placement() {
-            crate::placement::pin_command(&mut cmd, p.server);
-        }
+        crate::placement::pin_server(&mut cmd);
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -132,11 +132,6 @@ pub struct PipebenchRecord {
     pub scan_ns_per_event: Option<f64>,
 }
 
-/// The median of samples already sorted.
-pub fn median_of(sorted: &[f64]) -> f64 {
-    median(sorted.to_vec())
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -310,7 +305,7 @@ pub fn measure(
     let list = contenders(args)?;
     // One thread does all the work: keep it on one CPU, so no contender pays for a
     // migration another did not (the lab's client CPU; none with a single CPU).
-    let _pin = crate::placement::ThreadPin::to(crate::placement::placement().map(|p| p.client));
+    let _pin = crate::placement::pin_this_thread_as_client();
     let mut records = Vec::new();
     for &fds in &args.fds {
         let probes = ProbeFds::open(kind, fds)?;

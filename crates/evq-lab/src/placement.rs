@@ -37,19 +37,46 @@ fn allowed_cpus() -> Vec<usize> {
 
 /// The placement to use, or `None` with fewer than two CPUs allowed (or
 /// `EVQ_LAB_PIN=0`).
+///
+/// Decided once, from the CPUs the process was given at its first call: a thread
+/// pinned by [`ThreadPin`] sees only its one CPU and would otherwise conclude that
+/// there is nothing to place.
 pub fn placement() -> Option<Placement> {
-    if std::env::var("EVQ_LAB_PIN").as_deref() == Ok("0") {
-        return None;
-    }
-    match allowed_cpus()[..] {
-        [server, client, ..] => Some(Placement { server, client }),
-        _ => None,
+    static PLACEMENT: std::sync::OnceLock<Option<Placement>> = std::sync::OnceLock::new();
+    *PLACEMENT.get_or_init(|| {
+        if std::env::var("EVQ_LAB_PIN").as_deref() == Ok("0") {
+            return None;
+        }
+        match allowed_cpus()[..] {
+            [server, client, ..] => Some(Placement { server, client }),
+            _ => None,
+        }
+    })
+}
+
+/// Makes `cmd` a server's process: on the server CPU, if there is a placement.
+pub fn pin_server(cmd: &mut Command) {
+    if let Some(p) = placement() {
+        pin_command(cmd, p.server);
     }
 }
 
+/// Makes `cmd` a load client's process: on the client CPU, if there is a placement.
+pub fn pin_client(cmd: &mut Command) {
+    if let Some(p) = placement() {
+        pin_command(cmd, p.client);
+    }
+}
+
+/// Pins the calling thread (and the threads it starts meanwhile) to the client
+/// CPU, if there is a placement, until the guard drops.
+pub fn pin_this_thread_as_client() -> ThreadPin {
+    ThreadPin::to(placement().map(|p| p.client))
+}
+
 /// One line for a report's notes.
-pub fn describe(p: Option<Placement>) -> String {
-    match p {
+pub fn describe() -> String {
+    match placement() {
         Some(p) => format!(
             "Servers pinned to CPU {}, the load client to CPU {} (sched_setaffinity; cold-connection holders unpinned).",
             p.server, p.client
@@ -131,6 +158,13 @@ mod tests {
             assert_eq!(allowed_cpus(), vec![cpu]);
         }
         assert_eq!(allowed_cpus(), before);
+    }
+
+    #[test]
+    fn placement_is_the_same_from_a_pinned_thread() {
+        let before = placement();
+        let _pin = pin_this_thread_as_client();
+        assert_eq!(placement(), before);
     }
 
     #[test]

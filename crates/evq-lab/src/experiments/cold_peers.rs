@@ -190,9 +190,7 @@ impl EvqServe {
             .local_addr()?
             .port();
         let mut cmd = std::process::Command::new(evq);
-        if let Some(p) = crate::placement::placement() {
-            crate::placement::pin_command(&mut cmd, p.server);
-        }
+        crate::placement::pin_server(&mut cmd);
         let child = cmd
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--backend", backend.name(), "--threads", "1"])
@@ -486,7 +484,7 @@ fn measure(
         num_conns: None,
     };
     // The client threads inherit this thread's pin (dropped after the load).
-    let _pin = crate::placement::ThreadPin::to(crate::placement::placement().map(|p| p.client));
+    let _pin = crate::placement::pin_this_thread_as_client();
     run_load(&warm)?;
     let (cpu0, machine0) = (running.cpu(), machine_cpu());
     let report: LoadReport = run_load(&load)?;
@@ -1046,7 +1044,7 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
         "lighttpd is not installed here (scripts/install-peers.sh installs it).".into()
     };
     notes.push(lighttpd_text);
-    notes.push(crate::placement::describe(crate::placement::placement()));
+    notes.push(crate::placement::describe());
     let mut commands = vec![
         format!(
             "evq serve --backend {backend} --threads 1 --root DOCROOT --idle-timeout 600 --header-timeout 600 --grace 0 --listen 127.0.0.1:P"

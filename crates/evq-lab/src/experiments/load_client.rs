@@ -175,9 +175,7 @@ struct ChildOutcome {
 fn run_child(program: &Path, args: &[String], limit: Duration) -> io::Result<ChildOutcome> {
     let started = Instant::now();
     let mut cmd = Command::new(program);
-    if let Some(p) = crate::placement::placement() {
-        crate::placement::pin_command(&mut cmd, p.client);
-    }
+    crate::placement::pin_client(&mut cmd);
     let mut child = cmd
         .args(args)
         .stdin(Stdio::null())
@@ -880,9 +878,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         "Server: nginx, one worker, serving a {reply_size}-byte file on loopback (the lab's configuration: access log off, sendfile, keep-alive unlimited); the same server process for every run. Clients run one at a time as child processes of the lab, in the order httperf, evq load, wrk, evq load (closed), repeated {} times; medians and min–max over the runs that completed, and the claims judge ratios of medians (the run-pair ratios are per repeat).",
         s.repeats
     ));
-    record
-        .notes
-        .push(crate::placement::describe(crate::placement::placement()));
+    record.notes.push(crate::placement::describe());
     record.notes.push("CPU per reply, the same method for every client: the child's rusage from wait4 (user + system, all its threads, process start-up and exit included) divided by the replies it reported (wrk: its completed requests). The tools' own CPU figures (httperf's and evq load's getrusage over the test only) are in the data as self_cpu_s. Reply rate: replies / test duration as httperf and evq load report them; wrk's Requests/sec as it prints it.".into());
     let share = |c: &ClientSummary| {
         c.server_core_share.map_or("—".into(), |s| {

@@ -4,6 +4,7 @@
 use crate::pipebench::{self, find, Baseline, PipebenchArgs, PipebenchRecord, ProbeKind};
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, ExperimentRecord};
+use crate::spread::spread;
 use crate::Scenario;
 use std::io;
 
@@ -372,7 +373,7 @@ fn pipe_sweep(
     }
     let dp_iters = iters.min(20_000);
     // On one CPU, as pipebench's contenders were.
-    let _pin = crate::placement::ThreadPin::to(crate::placement::placement().map(|p| p.client));
+    let _pin = crate::placement::pin_this_thread_as_client();
     for &n in &sizes {
         let mut samples = Vec::with_capacity(reps);
         for rep in 0..reps {
@@ -382,16 +383,16 @@ fn pipe_sweep(
             ));
             samples.push(evq_compat::devpollperf(n, dp_iters)?);
         }
-        samples.sort_by(f64::total_cmp);
+        let Some(s) = spread(samples) else { continue };
         records.push(PipebenchRecord {
             backend: DEVPOLL.into(),
             fds: n,
             iters: dp_iters,
             reps,
             fd_kind: ProbeKind::Pipe,
-            ns_per_event: pipebench::median_of(&samples),
-            min: samples[0],
-            max: samples[samples.len() - 1],
+            ns_per_event: s.median,
+            min: s.min,
+            max: s.max,
             user_ns_per_event: f64::NAN,
             sys_ns_per_event: f64::NAN,
             scan_ns_per_event: None,

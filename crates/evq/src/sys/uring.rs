@@ -660,29 +660,23 @@ impl Backend for UringBackend {
         let mut interrupted = false;
         let must_enter = self.ready.is_empty() || !self.ring.submission().is_empty();
         if must_enter {
-            let ts = types::Timespec::from(if self.ready.is_empty() {
-                timeout.unwrap_or(Duration::ZERO)
+            // Events already in hand: only look. `None`: wait for good.
+            let wait = if self.ready.is_empty() {
+                timeout
             } else {
-                Duration::ZERO
-            });
-            let args = types::SubmitArgs::new().timespec(&ts);
-            let forever = types::SubmitArgs::new();
-            let args = if self.ready.is_empty() && timeout.is_none() {
-                &forever
-            } else {
-                &args
+                Some(Duration::ZERO)
             };
             let entered = match self.registered {
                 Some(r) if r.thread == current_tid() => {
-                    let to_submit = self.ring.submission().len();
-                    let wait = if self.ready.is_empty() {
-                        timeout
-                    } else {
-                        Some(Duration::ZERO)
-                    };
-                    r.submit_and_wait(to_submit, wait)
+                    r.submit_and_wait(self.ring.submission().len(), wait)
                 }
-                _ => self.ring.submitter().submit_with_args(1, args).map(drop),
+                _ => {
+                    let ts = types::Timespec::from(wait.unwrap_or_default());
+                    let until = types::SubmitArgs::new().timespec(&ts);
+                    let forever = types::SubmitArgs::new();
+                    let args = if wait.is_none() { &forever } else { &until };
+                    self.ring.submitter().submit_with_args(1, args).map(drop)
+                }
             };
             match entered {
                 Ok(_) => {}
