@@ -586,15 +586,19 @@ mod tests {
         assert_eq!(reps[0].body_len, 0);
     }
 
-    #[test]
-    fn random_bytes_and_splits_never_panic() {
-        let mut x: u64 = 0x1234_5678_9abc_def1;
-        let mut next = move || {
+    /// A small deterministic generator (xorshift64) for the randomised tests.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x
-        };
+        }
+    }
+
+    #[test]
+    fn random_bytes_and_splits_never_panic() {
+        let mut next = xorshift(0x1234_5678_9abc_def1);
         let seeds: [&[u8]; 3] = [
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd",
@@ -636,13 +640,7 @@ mod tests {
     fn remembered_heads_frame_as_parsing_does() {
         // The same stream through one parser (whose memo hits) and through a
         // fresh parser per call (which parses every head) gives the same results.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let heads: [&[u8]; 4] = [
             b"HTTP/1.1 200 OK\r\nDate: Mon, 23 Nov 2026 13:00:00 GMT\r\nContent-Length: 4\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nDate: Mon, 23 Nov 2026 13:00:01 GMT\r\nContent-Length: 4\r\n\r\n",
