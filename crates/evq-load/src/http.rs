@@ -501,15 +501,8 @@ fn chunked(
 mod tests {
     use super::*;
 
-    fn feed_all(r: &mut ResponseReader, data: &[u8]) -> Vec<Reply> {
-        feed_all_with(r, data, &mut HeadParser::new(false))
-    }
-
-    fn feed_all_with(
-        r: &mut ResponseReader,
-        mut data: &[u8],
-        heads: &mut HeadParser,
-    ) -> Vec<Reply> {
+    fn feed_all(r: &mut ResponseReader, mut data: &[u8]) -> Vec<Reply> {
+        let heads = &mut HeadParser::new(false);
         let mut out = Vec::new();
         while !data.is_empty() {
             let fed = r.feed(data, heads).expect("valid framing");
