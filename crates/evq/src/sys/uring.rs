@@ -97,7 +97,7 @@
 //!    rebuild when that thread does it.
 
 use super::syscall::{current_tid, syscall};
-use super::{Backend, SysEvent, Watch};
+use super::{Backend, Capabilities, ModifyError, SysEvent, Watch};
 use crate::{Mode, Readiness};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::collections::VecDeque;
@@ -321,7 +321,7 @@ impl UringBackend {
     }
 
     /// Really creates a ring (and drops it).
-    pub(crate) fn probe() -> io::Result<()> {
+    fn probe_ring() -> io::Result<()> {
         // Built and dropped on a short-lived thread: a ring's teardown is deferred
         // and queues task work on the thread that created it, which then sees EINTR
         // from its next blocking call. `available()` must not do that to its caller
@@ -591,7 +591,26 @@ impl UringBackend {
 }
 
 impl Backend for UringBackend {
-    fn new() -> io::Result<Self> {
+    // Quirk h: CQE masks are checked by poll(2) over the batch before delivery. Quirk
+    // j: no wake-one.
+    const CAPABILITIES: Capabilities = Capabilities {
+        level: true,
+        event: true,
+        event_on_every_arrival: true,
+        oneshot: true,
+        wake_one: false,
+        cost_grows_with_interest: false,
+        current_state_masks: true,
+        fifo: true,
+        shared_descriptors: true,
+        regular_files: true,
+    };
+
+    fn probe() -> io::Result<()> {
+        UringBackend::probe_ring()
+    }
+
+    fn open() -> io::Result<Self> {
         let (sq_entries, cq_entries) = ring_sizes();
         let (ring, single_issuer) = build_ring(sq_entries, cq_entries)?;
         Ok(UringBackend {
@@ -631,11 +650,18 @@ impl Backend for UringBackend {
         Ok(())
     }
 
-    fn modify(&mut self, _old: &Watch, new: &Watch) -> io::Result<()> {
-        self.add(new)
+    fn modify(&mut self, _old: &Watch, new: &Watch) -> Result<(), ModifyError> {
+        // `add` checks the descriptor before it changes anything.
+        Ok(self.add(new)?)
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {
+        self.forget(old);
+        Ok(())
+    }
+
+    fn forget(&mut self, old: &Watch) {
+        // Cancelling names the request by `user_data`, never the fd number.
         if (old.fd as usize) < self.slots.len() {
             self.cancel(old.fd);
             let slot = self.slot(old.fd);
@@ -644,7 +670,6 @@ impl Backend for UringBackend {
                 ..Slot::default()
             };
         }
-        Ok(())
     }
 
     fn wait<F: FnMut(SysEvent)>(
