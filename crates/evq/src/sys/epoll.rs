@@ -133,7 +133,6 @@ impl Backend for EpollBackend {
     const CAPABILITIES: Capabilities = Capabilities {
         level: true,
         event: true,
-        event_on_every_arrival: true,
         oneshot: true,
         wake_one: true,
         cost_grows_with_interest: false,
@@ -261,5 +260,63 @@ impl Backend for EpollBackend {
         }
         *self = fresh;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    fn keys(b: &mut EpollBackend) -> Vec<u64> {
+        let mut got = Vec::new();
+        b.wait(8, Some(Duration::from_millis(50)), |ev| got.push(ev.key))
+            .unwrap();
+        got
+    }
+
+    fn exclusive(fd: std::os::fd::RawFd, key: u64, mode: Mode) -> Watch {
+        Watch {
+            fd,
+            key,
+            interest: Interest::READ,
+            mode,
+            wake_one: true,
+        }
+    }
+
+    /// The queue refuses wake-one with oneshot up front; if the kernel refuses the
+    /// ADD of a DEL + ADD modify all the same, the old entry goes back in.
+    #[test]
+    fn a_refused_exclusive_add_puts_the_old_entry_back() {
+        let mut b = EpollBackend::open().unwrap();
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let old = exclusive(ours.as_raw_fd(), 7, Mode::Level);
+        b.add(&old).unwrap();
+        let new = exclusive(ours.as_raw_fd(), 8, Mode::Oneshot);
+        assert!(EpollBackend::refusal(&new).is_some());
+        match b.modify(&old, &new) {
+            Err(ModifyError::Refused(e)) => assert_eq!(e.raw_os_error(), Some(libc::EINVAL)),
+            other => panic!("{other:?}"),
+        }
+        peer.write_all(b"x").unwrap();
+        assert_eq!(keys(&mut b), vec![7]);
+    }
+
+    /// When neither the new entry nor the old one is accepted back, the queue is
+    /// told that nothing is watched.
+    #[test]
+    fn nothing_accepted_back_is_reported_lost() {
+        let mut b = EpollBackend::open().unwrap();
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        b.add(&exclusive(ours.as_raw_fd(), 7, Mode::Level)).unwrap();
+        // An "old" watch the kernel will not take back (oneshot with exclusive).
+        let old = exclusive(ours.as_raw_fd(), 7, Mode::Oneshot);
+        let new = exclusive(ours.as_raw_fd(), 8, Mode::Oneshot);
+        assert!(matches!(b.modify(&old, &new), Err(ModifyError::Lost(_))));
+        peer.write_all(b"x").unwrap();
+        assert_eq!(keys(&mut b), Vec::<u64>::new());
     }
 }

@@ -164,11 +164,18 @@ pub(crate) trait Backend: Send + Sized {
     }
 }
 
+/// Why a backend that sees only state (select, poll) refuses event mode; see
+/// [`Capabilities::event`].
+pub(crate) const STATE_ONLY_EVENT_MODE: &str = "event mode: it sees only state, so data \
+    drained and refilled between two waits would go unreported; use Mode::Level or \
+    Mode::Oneshot on it, or a backend that hears of arrivals (epoll, uring, rtsig, \
+    rtsig-bulk)";
+
 /// The capability check every backend starts from: modes and wake-one.
 pub(crate) fn capability_refusal(caps: &Capabilities, w: &Watch) -> Option<&'static str> {
     let mode = match w.mode {
         Mode::Level if !caps.level => Some("level mode"),
-        Mode::Event if !caps.event => Some("event (edge) mode"),
+        Mode::Event if !caps.event => Some(STATE_ONLY_EVENT_MODE),
         Mode::Oneshot if !caps.oneshot => Some("oneshot mode"),
         _ => None,
     };
@@ -245,16 +252,13 @@ pub enum BackendKind {
 pub struct Capabilities {
     /// `Mode::Level`.
     pub level: bool,
-    /// `Mode::Event` (the paper's event semantics).
+    /// `Mode::Event` (the paper's event semantics): the kernel tells this backend of
+    /// arrivals, so every one is reported. Backends that see only state (select,
+    /// poll) refuse it: data that the application drains and the peer refills
+    /// between two waits leaves the state unchanged, so no emulation from user space
+    /// can both report that arrival and stay quiet for an idle writable socket — it
+    /// would lose events or spin. Use `Mode::Level` or `Mode::Oneshot` there.
     pub event: bool,
-    /// In event mode, an arrival on a descriptor that is still ready from an earlier
-    /// report (more data on a socket the application has not drained) is a new
-    /// event. True where the kernel tells of arrivals (epoll, io_uring, RT
-    /// signals). Backends that only see state (select, poll) report a descriptor
-    /// again once they have seen it not ready: an application that reads (or writes)
-    /// until `EAGAIN` before waiting — the paper's non-blocking discipline — sees
-    /// the same events on both.
-    pub event_on_every_arrival: bool,
     /// `Mode::Oneshot`.
     pub oneshot: bool,
     /// Wake one of several queues per event (`Options::wake_one`).

@@ -90,7 +90,6 @@ impl Backend for PollBackend {
     const CAPABILITIES: Capabilities = Capabilities {
         level: true,
         event: false,
-        event_on_every_arrival: false,
         oneshot: true,
         wake_one: false,
         cost_grows_with_interest: true,

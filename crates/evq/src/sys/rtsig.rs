@@ -569,7 +569,6 @@ impl<const BULK: bool> Backend for RtSignalBackend<BULK> {
     const CAPABILITIES: Capabilities = Capabilities {
         level: true,
         event: true,
-        event_on_every_arrival: true,
         oneshot: true,
         wake_one: false,
         cost_grows_with_interest: false,

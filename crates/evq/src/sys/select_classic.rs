@@ -37,7 +37,6 @@ impl Backend for SelectClassicBackend {
     const CAPABILITIES: Capabilities = Capabilities {
         level: true,
         event: false,
-        event_on_every_arrival: false,
         oneshot: true,
         wake_one: false,
         cost_grows_with_interest: true,

@@ -596,7 +596,6 @@ impl Backend for UringBackend {
     const CAPABILITIES: Capabilities = Capabilities {
         level: true,
         event: true,
-        event_on_every_arrival: true,
         oneshot: true,
         wake_one: false,
         cost_grows_with_interest: false,
