@@ -700,19 +700,24 @@ fn descriptors_above_fd_setsize_work() {
     });
 }
 
+/// Regular files are always ready (POSIX, for select and poll). A backend either
+/// takes them and reports them ready at once, or refuses them with `EPERM` (epoll's
+/// own answer) and keeps nothing — as its `regular_files` capability says.
 #[test]
 fn regular_files_get_a_clear_answer() {
     for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let file = std::fs::File::open("/proc/self/status").unwrap();
-        match q.declare_interest(file.as_raw_fd(), Interest::READ, Options::new(1)) {
-            // select/poll: a regular file is always ready, as POSIX says.
-            Ok(_) => assert!(wait_some(&mut q, 8)[0].is_readable()),
-            // epoll: EPERM, passed through unchanged, registration not kept.
-            Err(e) => {
-                assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
-                assert_eq!(q.registered(), 0);
-            }
+        let declared = q.declare_interest(file.as_raw_fd(), Interest::READ, Options::new(1));
+        if kind.capabilities().regular_files {
+            declared.unwrap();
+            let got = wait_some(&mut q, 8);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].is_readable(), "{got:?}");
+        } else {
+            let e = declared.unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+            assert_eq!(q.registered(), 0);
         }
     });
 }
@@ -736,21 +741,30 @@ fn wake_one_wakes_a_single_waiter() {
                         let declared =
                             q.declare_interest(lfd, Interest::READ, Options::new(1).wake_one(true));
                         ready_tx
-                            .send(declared.as_ref().map(drop).map_err(|e| e.to_string()))
+                            .send((
+                                gettid(),
+                                declared.as_ref().map(drop).map_err(|e| e.to_string()),
+                            ))
                             .unwrap();
                         declared.map(|_| wait(&mut q, 8, Some(Duration::from_millis(1500))).len())
                     })
                 })
                 .collect();
             drop(ready_tx);
+            let mut tids = Vec::new();
             for _ in 0..3 {
-                let declared = ready_rx.recv_timeout(PATIENCE).expect("waiter thread died");
+                let (tid, declared) = ready_rx.recv_timeout(PATIENCE).expect("waiter thread died");
                 assert!(
                     declared.is_ok(),
                     "wake-one registration refused: {declared:?}"
                 );
+                tids.push(tid);
             }
-            std::thread::sleep(Duration::from_millis(200));
+            // Every waiter must be asleep in its wait before the connection comes: one
+            // still on its way would see the connection whatever wake-one does.
+            for tid in tids {
+                wait_until_blocked_in_wait(tid);
+            }
             let _client = TcpStream::connect(addr).unwrap();
             let woken: usize = waiters
                 .into_iter()

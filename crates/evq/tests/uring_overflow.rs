@@ -104,7 +104,7 @@ fn every_ready_socket_is_reported_after_cq_overflow() {
     raise_nofile();
     std::env::set_var("EVQ_URING_ENTRIES", "4");
     if let Err(e) = BackendKind::Uring.available() {
-        eprintln!("skipping: io_uring unavailable: {e}");
+        evq_testkit::skip("uring", format!("io_uring unavailable: {e}"));
         return;
     }
     for mode in [Mode::Level, Mode::Event, Mode::Oneshot] {
