@@ -24,6 +24,10 @@ pub struct QueueStats {
     pub stale_dropped: u64,
     /// Times the kernel's interest set was rebuilt after stale events (epoll + dup).
     pub rebuilds: u64,
+    /// Times the kernel's own event queue overflowed and the backend recovered
+    /// without losing an event: the RT signal queue filled (`SIGIO`, then every
+    /// registration looked at), or io_uring's completion ring overflowed.
+    pub overflows: u64,
 }
 
 /// An event queue: declare interest once, then dequeue batches of ready events.
@@ -244,7 +248,10 @@ impl EventQueue {
 
     /// Counters about this queue.
     pub fn stats(&self) -> QueueStats {
-        self.stats
+        QueueStats {
+            overflows: self.backend.overflows(),
+            ..self.stats
+        }
     }
 
     /// Dequeues up to `events.capacity()` events into `events`, returning how many.

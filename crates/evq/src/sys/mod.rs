@@ -162,6 +162,13 @@ pub(crate) trait Backend: Send + Sized {
     fn signal_kick(&self) -> Option<Arc<SignalKick>> {
         None
     }
+
+    /// Times the kernel's own event queue overflowed and this backend recovered
+    /// (the RT signal queue filled; io_uring's completion ring overflowed). Zero for
+    /// backends whose kernel side cannot overflow.
+    fn overflows(&self) -> u64 {
+        0
+    }
 }
 
 /// Why a backend that sees only state (select, poll) refuses event mode; see
@@ -465,6 +472,9 @@ pub(crate) type SlimBackend = EpollBackend;
 impl AnyBackend {
     pub(crate) fn signal_kick(&self) -> Option<Arc<SignalKick>> {
         dispatch!(self, b => b.signal_kick())
+    }
+    pub(crate) fn overflows(&self) -> u64 {
+        dispatch!(self, b => b.overflows())
     }
     pub(crate) fn refusal(&self, w: &Watch) -> Option<&'static str> {
         dispatch!(self, b => refusal_of(b, w))

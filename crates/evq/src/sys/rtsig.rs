@@ -188,6 +188,8 @@ pub(crate) struct RtSignalBackend<const BULK: bool> {
     pollfds: Vec<libc::pollfd>,
     kick: Arc<SignalKick>,
     notify_fd: RawFd,
+    /// Recoveries from a full RT queue (quirk d).
+    overflows: u64,
 }
 
 /// The part of `siginfo_t` that `SIGPOLL`-class signals fill (see `<bits/siginfo.h>`).
@@ -258,6 +260,7 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
             infos: Vec::new(),
             pollfds: Vec::new(),
             notify_fd: -1,
+            overflows: 0,
         })
     }
 
@@ -356,6 +359,7 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
 
     /// Quirk d: drop the backlog, then look at everything.
     fn recover(&mut self) -> io::Result<()> {
+        self.overflows += 1;
         self.seen_epoch = OVERFLOW_EPOCH.load(Ordering::Acquire);
         while self.dequeue(1024, Some(Duration::ZERO), |_| {})? > 0 {}
         self.kick.pending.store(false, Ordering::Release);
@@ -588,6 +592,10 @@ impl<const BULK: bool> Backend for RtSignalBackend<BULK> {
 
     fn signal_kick(&self) -> Option<Arc<SignalKick>> {
         Some(self.kick.clone())
+    }
+
+    fn overflows(&self) -> u64 {
+        self.overflows
     }
 
     fn add(&mut self, w: &Watch) -> io::Result<()> {

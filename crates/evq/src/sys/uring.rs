@@ -148,6 +148,8 @@ pub(crate) struct UringBackend {
     pollfds: Vec<libc::pollfd>,
     /// The ring's registered index, when `EVQ_URING_REGISTERED_RING=1` (quirk m).
     registered: Option<RegisteredRing>,
+    /// Waits that found the CQ overflowed, parked or lost CQEs (quirk d).
+    overflows: u64,
 }
 
 /// A ring fd registered in one thread's table (`IORING_REGISTER_RING_FDS`, 5.18).
@@ -609,6 +611,10 @@ impl Backend for UringBackend {
         UringBackend::probe_ring()
     }
 
+    fn overflows(&self) -> u64 {
+        self.overflows
+    }
+
     fn open() -> io::Result<Self> {
         let (sq_entries, cq_entries) = ring_sizes();
         let (ring, single_issuer) = build_ring(sq_entries, cq_entries)?;
@@ -627,6 +633,7 @@ impl Backend for UringBackend {
             batch: Vec::new(),
             pollfds: Vec::new(),
             registered: None,
+            overflows: 0,
         }
         .with_registered_ring())
     }
@@ -715,6 +722,7 @@ impl Backend for UringBackend {
         }
         self.reap();
         // Quirk d: bring back CQEs the kernel parked while the CQ was full.
+        let mut overflowed = self.ring.submission().cq_overflow();
         while self.ring.submission().cq_overflow() {
             match self.ring.submit_and_wait(0) {
                 Ok(_) => {}
@@ -729,8 +737,10 @@ impl Backend for UringBackend {
             }
         }
         if self.lost_cqes() {
+            overflowed = true;
             self.rearm_all();
         }
+        self.overflows += overflowed as u64;
         self.take_batch(max, &mut on_event);
         self.current_masks();
         let mut delivered = 0;
