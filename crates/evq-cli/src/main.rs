@@ -2,6 +2,7 @@
 //! the servers, load generators and the lab.
 
 mod backends_cmd;
+mod torture_cmd;
 
 use evq_lab::pipebench;
 
@@ -40,6 +41,9 @@ enum Command {
     Wan(evq_load::WanArgs),
     /// The Stevens server family (SEEDS 003): prefork/prethread designs, herd, wake-one.
     Herd(evq_herd::HerdArgs),
+    /// Drive every backend hard under random churn and keep an exactly-once ledger:
+    /// lost, duplicated, stale and misdelivered events per backend and thread count.
+    Torture(torture_cmd::TortureArgs),
     /// Re-run the source papers' experiments on this kernel and write a report
     /// (lab-report/index.html, PNG plots, results.json).
     Lab(evq_lab::LabArgs),
@@ -56,6 +60,11 @@ fn main() -> ExitCode {
         Command::Dead(args) => evq_load::dead_command(&args),
         Command::Wan(args) => evq_load::wan_command(&args),
         Command::Herd(args) => evq_herd::cli(&args),
+        Command::Torture(args) => match torture_cmd::run(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
         Command::Lab(args) => {
             let line = std::env::args().collect::<Vec<_>>().join(" ");
             evq_lab::run(&args, &line).map(drop)
