@@ -23,6 +23,11 @@ pub struct LabArgs {
     /// Where the report goes.
     #[arg(long, default_value = "lab-report")]
     pub out: PathBuf,
+    /// The `evq` program the lab starts `evq serve`, `evq dead` and `evq load`
+    /// from (default: this program if it is `evq`, else one built beside it in
+    /// target/, else `evq` on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub evq_bin: Option<PathBuf>,
 }
 
 /// What a running scenario is given.
@@ -33,6 +38,8 @@ pub struct Scenario {
     pub smoke: bool,
     /// The report directory (plots are written here).
     pub out_dir: PathBuf,
+    /// The programs the scenario may start.
+    pub tools: crate::tools::Tools,
     bar: ProgressBar,
 }
 
@@ -139,6 +146,7 @@ pub fn run(args: &LabArgs, command_line: &str) -> io::Result<LabResults> {
             ));
         }
     }
+    let tools = crate::tools::Tools::resolve(args.evq_bin.as_deref())?;
     std::fs::create_dir_all(&args.out)?;
     let machine = machine::machine();
     let mut experiments = Vec::new();
@@ -158,6 +166,7 @@ pub fn run(args: &LabArgs, command_line: &str) -> io::Result<LabResults> {
             quick: args.quick || args.smoke,
             smoke: args.smoke,
             out_dir: args.out.clone(),
+            tools: tools.clone(),
             bar: bar.clone(),
         };
         let started = Instant::now();

@@ -10,14 +10,16 @@ pub mod bench_rust_peers;
 pub mod experiments;
 mod lab;
 pub mod machine;
-pub mod peer_servers;
 pub mod pipebench;
 pub mod placement;
 pub mod plot;
 mod probe_fds;
+pub mod procinfo;
 pub mod record;
 pub mod report;
 pub mod resources;
-mod spread;
+pub mod rig;
+pub mod stats;
+pub mod tools;
 
 pub use lab::{run, LabArgs, Scenario, SCENARIOS};

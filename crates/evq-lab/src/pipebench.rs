@@ -132,14 +132,8 @@ pub struct PipebenchRecord {
     pub scan_ns_per_event: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    crate::stats::median(v).unwrap_or(f64::NAN)
 }
 
 struct Xorshift(u64);

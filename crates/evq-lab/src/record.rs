@@ -131,17 +131,6 @@ impl ExperimentRecord {
     }
 }
 
-/// A peer implementation (library or server) and whether this machine has it.
-#[derive(Clone, Debug, Serialize)]
-pub struct PeerInfo {
-    /// Name as people know it.
-    pub name: String,
-    /// Version string, if installed.
-    pub version: Option<String>,
-    /// How to install it when missing.
-    pub install: String,
-}
-
 /// Everything `results.json` holds.
 #[derive(Clone, Debug, Serialize)]
 pub struct LabResults {
@@ -150,7 +139,7 @@ pub struct LabResults {
     /// `uname -r` and more.
     pub kernel: String,
     /// Peers found (or not) on this machine.
-    pub peers: Vec<PeerInfo>,
+    pub peers: Vec<crate::machine::PeerInfo>,
     /// `--quick` or full.
     pub quick: bool,
     /// The command line that produced this.

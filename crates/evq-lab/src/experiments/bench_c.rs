@@ -61,9 +61,8 @@ pub struct BenchPoint {
     pub runs: usize,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    crate::stats::median(v).unwrap_or(f64::NAN)
 }
 
 /// evq's version of the chain; returns (µs per run for each rep, total reads).

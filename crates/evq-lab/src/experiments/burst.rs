@@ -80,9 +80,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
         }
     }
     let med = |b: &str, f: &dyn Fn(&Point) -> f64| {
-        let mut v: Vec<f64> = points.iter().filter(|p| p.backend == b).map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied()
+        crate::stats::median(points.iter().filter(|p| p.backend == b).map(f).collect())
     };
     let rate_of = |b: &str| med(b, &|p| p.reply_rate_avg);
     let err_of = |b: &str| med(b, &|p| p.errors as f64);

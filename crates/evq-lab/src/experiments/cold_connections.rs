@@ -10,13 +10,13 @@
 
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, ExperimentRecord, Verdict};
+use crate::rig::DeadConnections;
 use crate::Scenario;
 use evq::BackendKind;
 use evq_http::{ServeConfig, ServerHandle};
 use evq_load::{run_load, LoadConfig};
 use serde::Serialize;
 use std::io;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Serialize, Clone, Debug)]
@@ -31,52 +31,8 @@ struct Point {
     errors: u64,
 }
 
-/// The `evq dead` child; killed on drop.
-pub(crate) struct ColdClients(Option<Child>);
-
-impl Drop for ColdClients {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// The `evq` binary that can run `evq dead` (this process when it is `evq`).
-pub(crate) fn evq_binary() -> Option<std::path::PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    (exe.file_name()? == "evq").then_some(exe)
-}
-
-pub(crate) fn start_cold(port: u16, n: usize, seconds: u64) -> io::Result<ColdClients> {
-    if n == 0 {
-        return Ok(ColdClients(None));
-    }
-    let evq = evq_binary().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            "cold connections need the `evq` binary (run the lab as `evq lab`)",
-        )
-    })?;
-    let child = Command::new(evq)
-        .args([
-            "dead",
-            "--server",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--connections",
-            &n.to_string(),
-        ])
-        .args(["--duration", &seconds.to_string(), "--source", "127.0.0.2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    Ok(ColdClients(Some(child)))
-}
-
 fn measure(
+    tools: &crate::tools::Tools,
     kind: BackendKind,
     cold: usize,
     reply_size: usize,
@@ -93,7 +49,7 @@ fn measure(
     };
     let server = ServerHandle::start(&cfg)?;
     let port = server.addr().port();
-    let _cold = start_cold(port, cold, load_for.as_secs() + 60)?;
+    let _cold = DeadConnections::start(tools, port, cold, load_for.as_secs() + 60)?;
     let ramp = Instant::now();
     while (server.report().open_conns as usize) < cold {
         if ramp.elapsed() > Duration::from_secs(30) {
@@ -147,7 +103,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
                 scenario.progress(&format!(
                     "{kind}: {cold} cold connections, {reply} B replies"
                 ));
-                points.push(measure(kind, cold, reply, load_for)?);
+                points.push(measure(&scenario.tools, kind, cold, reply, load_for)?);
             }
         }
     }

@@ -14,9 +14,9 @@
 //! its thread's CPU time in total and inside `get_next_event`
 //! (`CLOCK_THREAD_CPUTIME_ID`, [`evq_http::ServeReport::wait_cpu_ns`]).
 
-use super::cold_connections::{start_cold, ColdClients};
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, PlotRecord};
+use crate::rig::DeadConnections;
 use crate::Scenario;
 use evq::BackendKind;
 use evq_http::{ServeConfig, ServeReport, ServerHandle};
@@ -133,25 +133,6 @@ impl RatePoint {
     fn kept_up(&self) -> bool {
         self.reply_rate_median >= KEPT_UP * self.offered_rate
     }
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(v[n / 2]),
-        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
-/// `/proc/loadavg`'s first three fields (the machine is shared: other work there
-/// takes CPU from the client and the server alike).
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Sizes of the sweep.
@@ -283,7 +264,8 @@ fn one_rate(
         requests: report.requests,
         replies: report.replies,
         reply_rate: report.reply_rate_avg,
-        reply_rate_median: median(&report.reply_rate.samples).unwrap_or(report.reply_rate_avg),
+        reply_rate_median: crate::stats::median(report.reply_rate.samples.clone())
+            .unwrap_or(report.reply_rate_avg),
         p50_ms: report.latency_ms.p50,
         p99_ms: report.latency_ms.p99,
         errors: report.errors.total(),
@@ -309,14 +291,14 @@ struct Rig {
     kind: BackendKind,
     server: ServerHandle,
     held: u64,
-    _cold: ColdClients,
+    _cold: DeadConnections,
 }
 
 fn rig(kind: BackendKind, plan: &Plan, scenario: &Scenario) -> io::Result<Rig> {
     let server = ServerHandle::start(&server_config(kind))?;
     let runs = (plan.rates.len() * plan.kinds.len()) as u64;
     let hold_for = runs * (plan.point_for.as_secs() + 5) + 60;
-    let cold = start_cold(server.addr().port(), plan.cold, hold_for)?;
+    let cold = DeadConnections::start(&scenario.tools, server.addr().port(), plan.cold, hold_for)?;
     scenario.progress(&format!("{kind}: opening {} cold connections", plan.cold));
     let held = wait_open(&server, plan.cold, Duration::from_secs(30));
     if (held as usize) < plan.cold {
@@ -383,9 +365,9 @@ fn pct(x: f64) -> String {
 pub(crate) fn run_detail(scenario: &Scenario) -> io::Result<ColdDetail> {
     let plan = plan(scenario);
     crate::resources::raise_nofile()?;
-    let load_before = loadavg();
+    let load_before = crate::procinfo::loadavg();
     let points = sweep(&plan, scenario)?;
-    let load_after = loadavg();
+    let load_after = crate::procinfo::loadavg();
     let at = |b: &str, rate: f64| {
         points
             .iter()

@@ -13,11 +13,13 @@
 //! Servers alternate point by point (A/B interleaving), and each repeat rotates
 //! their order.
 
-use super::cold_connections::{evq_binary, start_cold};
-use crate::peer_servers::{Docroot, PeerServer, PeerServerKind};
 use crate::plot::{render, Chart, Series};
+use crate::procinfo::{loadavg, machine_cpu};
 use crate::record::{ClaimCheck, PlotRecord, Verdict};
-use crate::spread::spread;
+use crate::rig::{
+    DeadConnections, Docroot, EvqServeChild, PeerServer, PeerServerKind, ServerProcess,
+};
+use crate::stats::spread;
 use crate::Scenario;
 use evq::BackendKind;
 use evq_load::{run_load, LoadConfig, LoadReport};
@@ -136,234 +138,22 @@ struct Point {
     seconds: f64,
 }
 
-/// Anonymous resident memory (heap, stacks: what user space allocated) of a
-/// process, in bytes, counted page by page (`/proc/PID/smaps_rollup`; the
-/// `RssAnon` of `/proc/PID/status` is a per-CPU approximation that can be off by
-/// hundreds of KiB). File-backed pages (the binary, libraries), which the kernel
-/// may drop and fault back at any time, are left out.
-fn rss_anon(pid: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Anonymous:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
-/// User + system CPU time used so far by a process.
-fn process_cpu(pid: u32) -> Duration {
-    // SAFETY: sysconf has no memory effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            // utime and stime are fields 14 and 15: 12 and 13 after ')'.
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-        })
-        .unwrap_or(0);
-    Duration::from_millis(ticks * 1000 / hz)
-}
-
-/// `evq serve` as a child process, like the peers (so that its memory and CPU
-/// are its own, not mixed with the load client's and earlier points' in this
-/// process); stopped on drop.
-struct EvqServe {
-    child: Option<std::process::Child>,
-    port: u16,
-}
-
-impl EvqServe {
-    fn start(backend: BackendKind, root: &Docroot) -> io::Result<EvqServe> {
-        use std::os::unix::process::CommandExt;
-        let evq = evq_binary().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                "the peer comparison needs the `evq` binary (run the lab as `evq lab`)",
-            )
-        })?;
-        // A free port: bound, read and released (a small race, as for the peers).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let mut cmd = std::process::Command::new(evq);
-        crate::placement::pin_server(&mut cmd);
-        let child = cmd
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--backend", backend.name(), "--threads", "1"])
-            .arg("--root")
-            .arg(root.path())
-            .args([
-                "--idle-timeout",
-                "600",
-                "--header-timeout",
-                "600",
-                "--grace",
-                "0",
-            ])
-            .process_group(0)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
-        let mut server = EvqServe {
-            child: Some(child),
-            port,
-        };
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        let started = Instant::now();
-        loop {
-            if let Some(c) = &mut server.child {
-                if let Some(status) = c.try_wait()? {
-                    server.child = None;
-                    return Err(io::Error::other(format!(
-                        "evq serve exited at start ({status})"
-                    )));
-                }
-            }
-            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(server);
-            }
-            if started.elapsed() > Duration::from_secs(10) {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "evq serve did not accept within 10 s",
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, |c| c.id())
-    }
-}
-
-impl Drop for EvqServe {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.take() {
-            crate::peer_servers::stop_process_group(child);
-        }
-    }
-}
-
-/// Inodes of the ESTABLISHED connections from 127.0.0.2 to `port`: from `ss`,
-/// which filters in the kernel (fast when the machine holds tens of thousands of
-/// sockets), else from `/proc/net/tcp`.
-fn cold_inodes(port: u16) -> std::collections::HashSet<String> {
-    let filter = format!("( sport = :{port} and dst 127.0.0.2 )");
-    if let Ok(out) = std::process::Command::new("ss")
-        .args(["-tnHe", "state", "established", &filter])
-        .stderr(std::process::Stdio::null())
-        .output()
-    {
-        if out.status.success() {
-            return String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .filter_map(|t| t.strip_prefix("ino:"))
-                .map(str::to_string)
-                .collect();
-        }
-    }
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    let local = format!(":{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            // local, remote (127.0.0.2 is 0200007F), state 01 = ESTABLISHED, inode.
-            (f.len() > 9 && f[1].ends_with(&local) && f[2].starts_with("0200007F:") && f[3] == "01")
-                .then(|| f[9].to_string())
-        })
-        .collect()
-}
-
-/// Connections from the cold client (127.0.0.2) to `port` that these processes
-/// hold a descriptor for: established connections matched by inode with the
-/// processes' socket descriptors (a connection still in the accept queue has no
-/// descriptor and does not count).
-fn cold_sockets_held(pids: &[u32], port: u16) -> u64 {
-    let inodes = cold_inodes(port);
-    let mut n = 0;
-    for pid in pids {
-        let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(target) = std::fs::read_link(e.path()) else {
-                continue;
-            };
-            let t = target.to_string_lossy();
-            if let Some(inode) = t.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']')) {
-                if inodes.contains(inode) {
-                    n += 1;
-                }
-            }
-        }
-    }
-    n
-}
-
-/// CPU time the whole machine has spent so far: (in processes: user, nice,
-/// system; in interrupts: irq, softirq).
-fn machine_cpu() -> (Duration, Duration) {
-    // SAFETY: sysconf has no memory effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let t: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    let at = |i: usize| t.get(i).copied().unwrap_or(0);
-    // user nice system idle iowait irq softirq steal ... (guest is inside user).
-    let d = |ticks: u64| Duration::from_millis(ticks * 1000 / hz);
-    (d(at(0) + at(1) + at(2)), d(at(5) + at(6)))
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 /// One running server, whichever kind.
 enum Running {
-    Evq(EvqServe),
+    Evq(ServerProcess),
     Peer(PeerServer),
 }
 
 impl Running {
+    fn process(&self) -> &ServerProcess {
+        match self {
+            Running::Evq(s) => s,
+            Running::Peer(p) => p.process(),
+        }
+    }
+
     fn port(&self) -> u16 {
-        match self {
-            Running::Evq(s) => s.port,
-            Running::Peer(p) => p.addr().port(),
-        }
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        match self {
-            Running::Evq(s) => vec![s.pid()],
-            Running::Peer(p) => p.processes(),
-        }
-    }
-
-    fn rss(&self) -> u64 {
-        self.pids()
-            .iter()
-            .map(|pid| rss_anon(&pid.to_string()))
-            .sum()
-    }
-
-    fn cpu(&self) -> Duration {
-        self.pids().iter().map(|&pid| process_cpu(pid)).sum()
+        self.process().addr().port()
     }
 
     /// Cold connections the server holds (none to look for when `cold` is 0).
@@ -371,7 +161,9 @@ impl Running {
         if cold == 0 {
             return 0;
         }
-        cold_sockets_held(&self.pids(), self.port())
+        let from = crate::rig::evq_programs::COLD_SOURCE.into();
+        let inodes = crate::procinfo::established_from(self.port(), from);
+        crate::procinfo::sockets_held(&self.process().processes(), &inodes)
     }
 }
 
@@ -419,6 +211,7 @@ fn plan(scenario: &Scenario) -> Plan {
 
 #[allow(clippy::too_many_arguments)]
 fn measure(
+    tools: &crate::tools::Tools,
     server: Server,
     backend: BackendKind,
     root: &Docroot,
@@ -428,22 +221,22 @@ fn measure(
     load_for: Duration,
 ) -> io::Result<Point> {
     let running = match server {
-        Server::Evq => Running::Evq(EvqServe::start(backend, root)?),
+        Server::Evq => Running::Evq(EvqServeChild::start(tools, backend, root)?),
         Server::Peer(kind) => Running::Peer(PeerServer::start(kind, root, 1)?),
     };
     let port = running.port();
     // Accepting is not serving (the kernel completes handshakes into the listen
     // backlog while nginx's worker may still be setting up): wait for a real
     // reply before reading the baseline.
-    answers(port, &Docroot::uri(size))?;
+    crate::rig::child::wait_answering(port, &Docroot::uri(size))?;
     std::thread::sleep(Duration::from_millis(50));
-    let rss_anon_before = running.rss();
+    let rss_anon_before = running.process().anon_rss();
     let mut point = Point {
         rss_anon_before,
         rss_anon_cold: rss_anon_before,
         ..skipped_point(server, repeat, cold, size)
     };
-    let cold_clients = start_cold(port, cold, load_for.as_secs() + 120)?;
+    let cold_clients = DeadConnections::start(tools, port, cold, load_for.as_secs() + 120)?;
     let (mut best, mut gained_at, ramp) = (0u64, Instant::now(), Instant::now());
     loop {
         let held = running.held(cold);
@@ -467,7 +260,7 @@ fn measure(
     // Let the last accepts settle (the same wait with no cold connections).
     std::thread::sleep(Duration::from_millis(200));
     point.cold_held = running.held(cold);
-    point.rss_anon_cold = running.rss();
+    point.rss_anon_cold = running.process().anon_rss();
     if point.cold_held > 0 {
         point.bytes_per_idle_conn =
             Some((point.rss_anon_cold as f64 - rss_anon_before as f64) / point.cold_held as f64);
@@ -486,9 +279,13 @@ fn measure(
     // The client threads inherit this thread's pin (dropped after the load).
     let _pin = crate::placement::pin_this_thread_as_client();
     run_load(&warm)?;
-    let (cpu0, machine0) = (running.cpu(), machine_cpu());
+    let (cpu0, machine0) = (running.process().cpu_time(), machine_cpu());
     let report: LoadReport = run_load(&load)?;
-    let server_cpu = running.cpu().saturating_sub(cpu0).as_secs_f64();
+    let server_cpu = running
+        .process()
+        .cpu_time()
+        .saturating_sub(cpu0)
+        .as_secs_f64();
     let machine1 = machine_cpu();
     let tasks = machine1.0.saturating_sub(machine0.0).as_secs_f64();
     let interrupts = machine1.1.saturating_sub(machine0.1).as_secs_f64();
@@ -514,37 +311,6 @@ fn measure(
     drop(cold_clients);
     drop(running);
     Ok(point)
-}
-
-/// Waits until the server answers `GET uri` with 200 (10 s at most).
-fn answers(port: u16, uri: &str) -> io::Result<()> {
-    use std::io::{Read, Write};
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let started = Instant::now();
-    let mut last = String::new();
-    while started.elapsed() < Duration::from_secs(10) {
-        let attempt = (|| -> io::Result<Vec<u8>> {
-            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-            s.set_read_timeout(Some(Duration::from_secs(2)))?;
-            s.write_all(
-                format!("GET {uri} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                    .as_bytes(),
-            )?;
-            let mut reply = Vec::new();
-            s.read_to_end(&mut reply)?;
-            Ok(reply)
-        })();
-        match attempt {
-            Ok(r) if r.starts_with(b"HTTP/1.1 200") => return Ok(()),
-            Ok(r) => last = String::from_utf8_lossy(&r[..r.len().min(40)]).into_owned(),
-            Err(e) => last = e.to_string(),
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Err(io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("no 200 for GET {uri} within 10 s (last: {last})"),
-    ))
 }
 
 /// The untimed run before each timed one.
@@ -621,11 +387,20 @@ pub(crate) fn run_peers(scenario: &Scenario) -> io::Result<PeerPart> {
                     let (mut kept, mut made): (Option<Point>, usize) = (None, 0);
                     for _ in 0..plan.attempts {
                         made += 1;
-                        let p = measure(server, backend, &root, cold, size, repeat, plan.load_for)
-                            .unwrap_or_else(|e| Point {
-                                skipped: Some(format!("{} failed: {e}", server.name())),
-                                ..skipped_point(server, repeat, cold, size)
-                            });
+                        let p = measure(
+                            &scenario.tools,
+                            server,
+                            backend,
+                            &root,
+                            cold,
+                            size,
+                            repeat,
+                            plan.load_for,
+                        )
+                        .unwrap_or_else(|e| Point {
+                            skipped: Some(format!("{} failed: {e}", server.name())),
+                            ..skipped_point(server, repeat, cold, size)
+                        });
                         let done = p.skipped.is_some() || p.others_cpu_low <= DISTURBED;
                         if kept
                             .as_ref()

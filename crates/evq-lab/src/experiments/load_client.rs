@@ -9,16 +9,16 @@
 //! it counted. The clients alternate (A/B/A/B) and each is repeated; the claims
 //! judge ratios of medians.
 
-use crate::peer_servers::{Docroot, PeerServer, PeerServerKind};
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, ExperimentRecord};
-use crate::spread::{spread, Spread};
+use crate::rig::{run_child, Docroot, PeerServer, PeerServerKind};
+use crate::stats::{spread, Spread};
+use crate::tools::Tools;
 use crate::Scenario;
 use serde::Serialize;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a client's own report said, parsed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -157,92 +157,6 @@ fn parse_evq(text: &str) -> Option<ToolSummary> {
     })
 }
 
-/// A finished child: its output and what `wait4` said about it.
-struct ChildOutcome {
-    stdout: String,
-    stderr: String,
-    /// Exit status, or `None` when a signal ended it.
-    exit: Option<i32>,
-    cpu_user_s: f64,
-    cpu_sys_s: f64,
-    wall_s: f64,
-    /// The lab killed it at its time limit.
-    killed: bool,
-}
-
-/// Runs `program args`, killing it after `limit`, and reaps it with `wait4` to
-/// get its own rusage (not the lab's other children's).
-fn run_child(program: &Path, args: &[String], limit: Duration) -> io::Result<ChildOutcome> {
-    let started = Instant::now();
-    let mut cmd = Command::new(program);
-    crate::placement::pin_client(&mut cmd);
-    let mut child = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = reader(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = reader(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let pid = child.id() as libc::pid_t;
-    let mut killed = false;
-    let (status, ru) = loop {
-        let mut status: libc::c_int = 0;
-        // SAFETY: all-zero is a valid rusage; wait4 fills it.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: wait4 on our own child, which nothing else reaps (std's `Child`
-        // only waits when asked), writing into live locals.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-        if r == pid {
-            break (status, ru);
-        }
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            let _ = child.kill();
-            return Err(e);
-        }
-        if !killed && started.elapsed() > limit {
-            // Not reaped yet (wait4 returned 0), so the pid is still ours.
-            let _ = child.kill();
-            killed = true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let wall_s = started.elapsed().as_secs_f64();
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Ok(ChildOutcome {
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-        exit: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        cpu_user_s: secs(ru.ru_utime),
-        cpu_sys_s: secs(ru.ru_stime),
-        wall_s,
-        killed,
-    })
-}
-
 /// The clients, in the order each repeat runs them (A/B for each mode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Client {
@@ -348,17 +262,6 @@ fn sizes(scenario: &Scenario) -> Sizes {
             limit: Duration::from_secs(300),
         }
     }
-}
-
-/// An installed tool by name, from the usual directories and then `PATH`.
-fn find_tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    ["/usr/bin", "/usr/local/bin", "/usr/sbin", "/usr/local/sbin"]
-        .iter()
-        .map(PathBuf::from)
-        .chain(std::env::split_paths(&path))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 /// The httperf command line both open-loop clients take (after the program).
@@ -684,19 +587,19 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     let uri = Docroot::uri(reply_size);
     let server = PeerServer::start(PeerServerKind::Nginx, &root, 1)?;
     let port = server.addr().port();
-    let evq = super::cold_connections::evq_binary();
+    let evq = scenario.tools.evq().map(|p| p.to_path_buf());
     let program = |c: Client| -> Result<PathBuf, String> {
         match c {
-            Client::Httperf => find_tool("httperf")
+            Client::Httperf => Tools::find("httperf")
                 .ok_or("httperf is not installed (scripts/install-peers.sh installs it)".into()),
-            Client::Wrk => find_tool("wrk")
+            Client::Wrk => Tools::find("wrk")
                 .ok_or("wrk is not installed (scripts/install-peers.sh installs it)".into()),
-            Client::EvqOpen | Client::EvqClosed => evq.clone().ok_or(
-                "evq load runs as the `evq` binary: run the lab as `evq lab` (cargo run -p evq-cli -- lab)".into(),
-            ),
+            Client::EvqOpen | Client::EvqClosed => {
+                evq.as_ref().map(|p| p.clone()).map_err(|e| e.to_string())
+            }
         }
     };
-    let loadavg_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let loadavg_before = crate::procinfo::loadavg();
     let mut runs = Vec::new();
     for repeat in 1..=s.repeats {
         for client in Client::ALL {
@@ -711,7 +614,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
             runs.push(measure(client, &prog, &args, &server, repeat, s.limit));
         }
     }
-    let loadavg_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let loadavg_after = crate::procinfo::loadavg();
     drop(server);
 
     let summaries: Vec<ClientSummary> = Client::ALL
@@ -1022,38 +925,5 @@ mod tests {
         assert_eq!(s.replies, 100);
         assert!(s.self_cpu_s.is_some());
         assert_eq!(parse_evq("Total: connections 1"), None);
-    }
-
-    #[test]
-    fn spread_and_pairs() {
-        let s = spread(vec![3.0, 1.0, 2.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
-        assert_eq!(spread(vec![4.0, 2.0]).unwrap().median, 3.0);
-        assert!(spread(vec![f64::NAN]).is_none());
-    }
-
-    #[test]
-    fn child_rusage_is_its_own() {
-        // A child that burns some CPU: wait4 must report it.
-        let o = run_child(
-            Path::new("/bin/sh"),
-            &[
-                "-c".into(),
-                "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done".into(),
-            ],
-            Duration::from_secs(60),
-        )
-        .expect("runs");
-        assert_eq!(o.exit, Some(0));
-        assert_eq!(o.stdout.trim(), "done");
-        assert!(o.cpu_user_s + o.cpu_sys_s > 0.0);
-        assert!(!o.killed);
-        let o = run_child(
-            Path::new("/bin/sh"),
-            &["-c".into(), "exec sleep 30".into()],
-            Duration::from_millis(100),
-        )
-        .expect("runs");
-        assert!(o.killed && o.exit.is_none() && o.wall_s < 10.0);
     }
 }

@@ -4,7 +4,7 @@
 use crate::pipebench::{self, find, Baseline, PipebenchArgs, PipebenchRecord, ProbeKind};
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, ExperimentRecord};
-use crate::spread::spread;
+use crate::stats::spread;
 use crate::Scenario;
 use std::io;
 

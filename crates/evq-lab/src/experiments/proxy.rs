@@ -1,9 +1,9 @@
 //! Experiment 7, the proxy (SEEDS 000): clients → `evq proxy` → origin, with hot
 //! load and cold connections at the proxy, comparing select and the event API.
 
-use super::cold_connections::start_cold;
 use crate::plot::{render, Chart, Series};
 use crate::record::{ClaimCheck, ExperimentRecord, Verdict};
+use crate::rig::DeadConnections;
 use crate::Scenario;
 use evq::BackendKind;
 use evq_http::{ProxyConfig, ProxyHandle, ServeConfig, ServerHandle};
@@ -22,22 +22,8 @@ struct Point {
     relayed: u64,
 }
 
-/// Established TCP connections whose local port is `port` (the server side of
-/// each), from /proc/net/tcp: state 01 is ESTABLISHED.
-fn established_to(port: u16) -> usize {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    let suffix = format!(":{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[1].ends_with(&suffix) && f[3] == "01"
-        })
-        .count()
-}
-
 fn measure(
+    tools: &crate::tools::Tools,
     kind: BackendKind,
     origin: std::net::SocketAddr,
     cold: usize,
@@ -52,15 +38,15 @@ fn measure(
     };
     let proxy = ProxyHandle::start(&cfg)?;
     let port = proxy.addr().port();
-    let _cold = start_cold(port, cold, load_for.as_secs() + 60)?;
+    let _cold = DeadConnections::start(tools, port, cold, load_for.as_secs() + 60)?;
     let ramp = Instant::now();
-    while established_to(port) < cold {
+    while crate::procinfo::established_to(port) < cold {
         if ramp.elapsed() > Duration::from_secs(30) {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
                     "{kind}: only {} of {cold} cold connections came up",
-                    established_to(port)
+                    crate::procinfo::established_to(port)
                 ),
             ));
         }
@@ -111,7 +97,13 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
     for &cold in &colds {
         for &kind in &kinds {
             scenario.progress(&format!("proxy on {kind}: {cold} cold connections"));
-            points.push(measure(kind, origin.addr(), cold, load_for)?);
+            points.push(measure(
+                &scenario.tools,
+                kind,
+                origin.addr(),
+                cold,
+                load_for,
+            )?);
         }
     }
     let _ = origin.stop();

@@ -131,10 +131,7 @@ pub fn run(scenario: &Scenario) -> io::Result<ExperimentRecord> {
             samples[i].2.push(s);
         }
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let median = |v: Vec<f64>| crate::stats::median(v).unwrap_or(f64::NAN);
     let points: Vec<Point> = samples
         .iter()
         .map(|(k, b, s)| Point {

@@ -241,7 +241,7 @@ struct Started {
 /// Starts the server and puts its thread on the CPU budget.
 fn start(kind: BackendKind, shed: bool) -> io::Result<Started> {
     let server = ServerHandle::start(&server_config(kind, shed))?;
-    let tid = crate::resources::thread_named(SERVER_THREAD, Duration::from_secs(1));
+    let tid = crate::procinfo::thread_named(SERVER_THREAD, Duration::from_secs(1));
     let refused = match tid {
         None => Some(format!("no single {SERVER_THREAD} thread found")),
         Some(tid) => crate::resources::limit_thread_cpu(tid, BUDGET_RUNTIME, BUDGET_PERIOD)

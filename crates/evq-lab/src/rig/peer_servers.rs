@@ -28,14 +28,15 @@
 //! the server (nginx's workers are its children; [`PeerServer::processes`] finds
 //! them for memory and CPU accounting).
 
+use super::child::{free_port, ServerProcess};
+use crate::tools::Tools;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// A server the lab compares `evq serve` with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PeerServerKind {
     /// nginx (Debian's `nginx-light`).
     Nginx,
@@ -62,16 +63,9 @@ impl PeerServerKind {
         }
     }
 
-    fn binary(self) -> Option<PathBuf> {
-        ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"]
-            .iter()
-            .map(|d| Path::new(d).join(self.name()))
-            .find(|p| p.is_file())
-    }
-
     /// Whether the server is installed; `Err` says how to install it.
     pub fn available(self) -> Result<(), String> {
-        match self.binary() {
+        match Tools::find(self.name()) {
             Some(_) => Ok(()),
             None => Err(format!(
                 "{} is not installed (scripts/install-peers.sh installs it)",
@@ -139,17 +133,11 @@ fn scratch_dir(what: &str) -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// A free loopback port (bound, read and released: a small race with other
-/// processes, acceptable on a lab machine).
-fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// A running peer server; stopped (SIGTERM, then SIGKILL) on drop.
+/// A running peer server; stopped (SIGTERM, then SIGKILL to its process group) on
+/// drop, its scratch directory removed.
 pub struct PeerServer {
     kind: PeerServerKind,
-    child: Option<Child>,
-    addr: SocketAddr,
+    server: Option<ServerProcess>,
     dir: PathBuf,
 }
 
@@ -161,7 +149,7 @@ impl PeerServer {
     /// The server is not installed, refuses its configuration, or does not
     /// accept within 10 s (its error log is quoted).
     pub fn start(kind: PeerServerKind, root: &Docroot, workers: usize) -> io::Result<PeerServer> {
-        let binary = kind.binary().ok_or_else(|| {
+        let binary = Tools::find(kind.name()).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, kind.available().unwrap_err())
         })?;
         let port = free_port()?;
@@ -231,60 +219,23 @@ impl PeerServer {
                 cmd.arg("-D").arg("-f").arg(dir.join("lighttpd.conf"));
             }
         }
-        // Its own process group: on drop the whole group (nginx's workers, h2o's
-        // backtrace helper) goes, whatever the leader did with SIGTERM.
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-        crate::placement::pin_server(&mut cmd);
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("stderr.log"))?)
-            .spawn()?;
-        let mut server = PeerServer {
-            kind,
-            child: Some(child),
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            dir,
-        };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    fn wait_ready(&mut self) -> io::Result<()> {
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(10) {
-            if let Some(child) = &mut self.child {
-                if let Some(status) = child.try_wait()? {
-                    self.child = None;
-                    return Err(io::Error::other(format!(
-                        "{} exited at start ({status}): {}",
-                        self.kind,
-                        self.logs()
-                    )));
-                }
+        // Its own process group (ServerProcess): on drop the whole group (nginx's
+        // workers, h2o's backtrace helper) goes, whatever the leader did with SIGTERM.
+        cmd.stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("stderr.log"))?);
+        let logs = || logs(&dir);
+        let server = ServerProcess::start(kind.name(), cmd, port, &logs);
+        match server {
+            Ok(server) => Ok(PeerServer {
+                kind,
+                server: Some(server),
+                dir,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
             }
-            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("{} did not accept within 10 s: {}", self.kind, self.logs()),
-        ))
-    }
-
-    fn logs(&self) -> String {
-        ["stderr.log", "error.log"]
-            .iter()
-            .filter_map(|f| std::fs::read_to_string(self.dir.join(f)).ok())
-            .collect::<Vec<_>>()
-            .join(" | ")
-            .trim()
-            .chars()
-            .take(600)
-            .collect()
     }
 
     /// Which server this is.
@@ -292,92 +243,49 @@ impl PeerServer {
         self.kind
     }
 
+    /// The running process.
+    pub fn process(&self) -> &ServerProcess {
+        self.server.as_ref().expect("present until drop")
+    }
+
     /// Where it listens.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.process().addr()
     }
 
     /// The server's process and its children (nginx's workers), by pid.
     pub fn processes(&self) -> Vec<u32> {
-        let Some(child) = &self.child else {
-            return Vec::new();
-        };
-        let root = child.id();
-        let mut pids = vec![root];
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            for e in entries.flatten() {
-                let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                    continue;
-                };
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                // Field 4 (after the parenthesised command) is the parent pid.
-                let ppid = stat
-                    .rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                    .and_then(|p| p.parse::<u32>().ok());
-                if ppid == Some(root) {
-                    pids.push(pid);
-                }
-            }
-        }
-        pids
+        self.process().processes()
     }
 
     /// Resident memory of the server's processes, in bytes.
     pub fn rss_bytes(&self) -> u64 {
-        self.processes()
-            .iter()
-            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-            .filter_map(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|kb| kb.parse::<u64>().ok())
-            })
-            .map(|kb| kb * 1024)
-            .sum()
+        self.process().rss_bytes()
     }
 
     /// User + system CPU time used so far by the server's processes.
     pub fn cpu_time(&self) -> Duration {
-        // SAFETY: sysconf has no memory effects.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-        let ticks: u64 = self
-            .processes()
-            .iter()
-            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-            .filter_map(|stat| {
-                let rest = stat.rsplit_once(')')?.1;
-                let f: Vec<&str> = rest.split_whitespace().collect();
-                // utime and stime are fields 14 and 15: 12 and 13 after ')'.
-                Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-            })
-            .sum();
-        Duration::from_millis(ticks * 1000 / hz)
+        self.process().cpu_time()
     }
+}
+
+/// What the server wrote (its stderr and error log), for an error message.
+fn logs(dir: &Path) -> String {
+    ["stderr.log", "error.log"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+        .collect::<Vec<_>>()
+        .join(" | ")
+        .trim()
+        .chars()
+        .take(600)
+        .collect()
 }
 
 impl Drop for PeerServer {
     fn drop(&mut self) {
-        if let Some(child) = self.child.take() {
-            stop_process_group(child);
-        }
+        // The process first: it may still write into its directory.
+        drop(self.server.take());
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// Stops a child that leads its own process group: SIGTERM, up to 2 s for a
-/// graceful exit (h2o waits for open connections), then SIGKILL to the whole
-/// group, so no worker or helper outlives it.
-pub(crate) fn stop_process_group(mut child: Child) {
-    let group = child.id() as libc::pid_t;
-    // SAFETY: kill(2) on our own child's pid; it is not reaped yet.
-    unsafe { libc::kill(group, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // SAFETY: kill(2) on the process group our child leads.
-    unsafe { libc::kill(-group, libc::SIGKILL) };
-    let _ = child.wait();
 }
