@@ -2,6 +2,7 @@
 //! the servers, load generators and the lab.
 
 mod backends_cmd;
+mod pipebench_args;
 
 use evq_lab::pipebench;
 
@@ -27,7 +28,7 @@ enum Command {
     /// The Solaris devpollperf test (SEEDS 004): N descriptors, write one token to a
     /// random one, wait, read it; cost per event for every backend beside a raw
     /// C floor measured in the same run.
-    Pipebench(pipebench::PipebenchArgs),
+    Pipebench(pipebench_args::PipebenchArgs),
     /// The event-driven HTTP server of the experiments (fixed reply or static files).
     Serve(evq_http::ServeArgs),
     /// The event-driven HTTP proxy of SEEDS 000 (keep-alive origin pool).
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Backends(args) => backends_cmd::run(&args),
-        Command::Pipebench(args) => pipebench::run(&args),
+        Command::Pipebench(args) => pipebench::run(&args.config(), args.json),
         Command::Serve(args) => evq_http::run_serve(&args),
         Command::Proxy(args) => evq_http::run_proxy(&args),
         Command::Load(args) => evq_load::load_command(&args),

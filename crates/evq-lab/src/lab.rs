@@ -52,6 +52,57 @@ impl Scenario {
 
 type ScenarioFn = fn(&Scenario) -> io::Result<ExperimentRecord>;
 
+/// How a scenario runs while the lab moves to plan → measure → judge.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// Measures, judges and plots in one function.
+    Legacy(ScenarioFn),
+    /// Plan, measure, judge.
+    Shaped(&'static dyn crate::experiment::Scenario),
+}
+
+impl Run {
+    fn run(self, scenario: &Scenario) -> io::Result<ExperimentRecord> {
+        let f = match self {
+            Run::Legacy(f) => f,
+            Run::Shaped(s) => return shaped(s, scenario),
+        };
+        f(scenario)
+    }
+}
+
+fn shaped(
+    s: &dyn crate::experiment::Scenario,
+    scenario: &Scenario,
+) -> io::Result<ExperimentRecord> {
+    use crate::experiment::{Ctx, RunSize};
+    let size = if scenario.smoke {
+        RunSize::Smoke
+    } else if scenario.quick {
+        RunSize::Quick
+    } else {
+        RunSize::Full
+    };
+    let bar = scenario.bar.clone();
+    let progress = move |line: &str| bar.set_message(line.to_string());
+    let ctx = Ctx::new(&scenario.out_dir, &scenario.tools, &progress);
+    let raw = s.measure_raw(size, &ctx)?;
+    // Judge what a file would give back, as a re-judging run will.
+    let text = serde_json::to_string(&raw).map_err(io::Error::other)?;
+    let raw: serde_json::Value = serde_json::from_str(&text).map_err(io::Error::other)?;
+    let judged = s.judge_raw(&raw).map_err(io::Error::other)?;
+    let mut record = ExperimentRecord::new(s.name(), s.seed(), judged.checks);
+    record.notes = judged.notes;
+    record.commands = judged.commands;
+    record.plots = judged
+        .figures
+        .iter()
+        .map(|f| crate::plot::render(&f.chart, &scenario.out_dir, &f.stem))
+        .collect();
+    record.data = raw;
+    Ok(record)
+}
+
 /// A scenario the lab can run, or one it knows of but this build cannot run yet.
 pub struct ScenarioEntry {
     /// `--only` name.
@@ -61,7 +112,7 @@ pub struct ScenarioEntry {
     /// The claim it checks.
     pub claim: &'static str,
     /// How to run it, or `Err(why not)`.
-    pub run: Result<ScenarioFn, &'static str>,
+    pub run: Result<Run, &'static str>,
 }
 
 /// Every scenario, in report order.
@@ -70,49 +121,49 @@ pub const SCENARIOS: &[ScenarioEntry] = &[
         name: "pipe-scaling",
         seed: "004 Solaris /dev/poll (Sun, 2002): devpollperf",
         claim: "poll's cost grows with descriptors; /dev/poll (epoll) stays flat",
-        run: Ok(crate::experiments::pipe_scaling::run),
+        run: Ok(Run::Shaped(&crate::experiments::pipe_scaling::PipeScaling)),
     },
     ScenarioEntry {
         name: "bench-c",
         seed: "002 Libenzi /dev/epoll: pipetest; libevent's bench.c",
         claim: "epoll-based loops stay flat with idle pipes; evq vs libev, libevent, libuv, mio, polling",
-        run: Ok(crate::experiments::bench_c::run),
+        run: Ok(Run::Shaped(&crate::experiments::bench_c::BenchC)),
     },
     ScenarioEntry {
         name: "cold-connections",
         seed: "000 Banga, Mogul, Druschel (USENIX 1999): Fig 8, 9, Table 2; 002 dead connections",
         claim: "throughput with the explicit API is flat as cold connections grow; select falls",
-        run: Ok(crate::experiments::cold_connections::run),
+        run: Ok(Run::Shaped(&crate::experiments::cold_connections::ColdConnections)),
     },
     ScenarioEntry {
         name: "signals",
         seed: "001 Lever, Tweedie (ALS 2000): sigtimedwait4 and load limiting",
         claim: "bulk pickup gains little; load limiting keeps overloaded throughput from collapsing",
-        run: Ok(crate::experiments::signals::run),
+        run: Ok(Run::Legacy(crate::experiments::signals::run)),
     },
     ScenarioEntry {
         name: "burst",
         seed: "002 Libenzi /dev/epoll: 27,000 connections × 2 calls at rate 5,000",
         claim: "RT signals suffer in bursts as the signal queue fills; epoll does not",
-        run: Ok(crate::experiments::burst::run),
+        run: Ok(Run::Legacy(crate::experiments::burst::run)),
     },
     ScenarioEntry {
         name: "herd",
         seed: "003 DragonFly BSD EV_WAKEONE: the Stevens server family",
         claim: "wake-one matches or beats blocking in accept and removes the thundering herd",
-        run: Ok(crate::experiments::herd::run),
+        run: Ok(Run::Legacy(crate::experiments::herd::run)),
     },
     ScenarioEntry {
         name: "proxy",
         seed: "000 Banga, Mogul, Druschel: the event-driven proxy with hot and cold clients",
         claim: "with 2,000 connections the explicit API improves maximum throughput by 28%",
-        run: Ok(crate::experiments::proxy::run),
+        run: Ok(Run::Legacy(crate::experiments::proxy::run)),
     },
     ScenarioEntry {
         name: "load-client",
         seed: "002 Libenzi /dev/epoll and 000 Banga et al.: httperf as the load client",
         claim: "an event-driven load client built on evq outdoes httperf",
-        run: Ok(crate::experiments::load_client::run),
+        run: Ok(Run::Legacy(crate::experiments::load_client::run)),
     },
 ];
 
@@ -171,7 +222,9 @@ pub fn run(args: &LabArgs, command_line: &str) -> io::Result<LabResults> {
         };
         let started = Instant::now();
         let mut record = match entry.run {
-            Ok(f) => f(&scenario).unwrap_or_else(|e| not_run(entry, &format!("failed: {e}"))),
+            Ok(f) => f
+                .run(&scenario)
+                .unwrap_or_else(|e| not_run(entry, &format!("failed: {e}"))),
             Err(why) => not_run(entry, why),
         };
         record.seconds = started.elapsed().as_secs_f64();

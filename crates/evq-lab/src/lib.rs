@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod bench_rust_peers;
+pub mod experiment;
 pub mod experiments;
 mod lab;
 pub mod machine;

@@ -8,11 +8,11 @@
 //! rotated between repetitions (A/B alternation) and the median is reported. The
 //! measuring thread stays on one CPU for the whole run (`EVQ_LAB_PIN=0`: unpinned).
 
-pub use crate::probe_fds::FdKind as ProbeKind;
-use crate::probe_fds::{FdKind, ProbeFds};
+pub use crate::probe_fds::FdKind;
+use crate::probe_fds::ProbeFds;
 use crate::resources::{raise_nofile, CpuTime};
 use evq::{BackendKind, EventQueue, Events, Interest, Options};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
@@ -31,42 +31,46 @@ extern "C" {
     ) -> i64;
 }
 
-/// Flags of `evq pipebench`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct PipebenchArgs {
-    /// Backend to measure (repeatable); default: every available one.
-    #[arg(long = "backend")]
+/// What `evq pipebench` measures (its flags, as a value).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Backends to measure; empty: every available one.
     pub backends: Vec<String>,
-    /// Numbers of descriptors (repeatable or comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 10, 100, 1000, 10000])]
+    /// Numbers of descriptors.
     pub fds: Vec<usize>,
     /// Timed iterations per run for O(ready) contenders; O(registered) ones (select,
     /// poll) run `iters * 100 / fds` (at least 1000, at most `iters`) so a sweep
     /// to 10,000 descriptors stays short.
-    #[arg(long, default_value_t = 20_000)]
     pub iters: u64,
     /// Repetitions of each run; the median is reported.
-    #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Events per get_next_event call (the batch's capacity).
-    #[arg(long, default_value_t = 64)]
     pub batch: usize,
-    /// `raw` runs the C floor (raw-none, raw-poll, raw-epoll) in the same run.
-    #[arg(long, value_enum, default_value_t = Baseline::Raw)]
+    /// Whether the raw C floor runs in the same run.
     pub baseline: Baseline,
     /// Descriptor kind.
-    #[arg(long, value_enum, default_value_t = FdKind::Auto)]
     pub fd_kind: FdKind,
     /// Seed of the pseudo-random descriptor sequence.
-    #[arg(long, default_value_t = 0x5eed_1999)]
     pub seed: u64,
-    /// Print JSON records instead of a table.
-    #[arg(long)]
-    pub json: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            backends: Vec::new(),
+            fds: vec![1, 10, 100, 1000, 10000],
+            iters: 20_000,
+            reps: 5,
+            batch: 64,
+            baseline: Baseline::Raw,
+            fd_kind: FdKind::Auto,
+            seed: 0x5eed_1999,
+        }
+    }
 }
 
 /// Whether the raw C floor runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Baseline {
     /// Run raw-none, raw-poll and raw-epoll beside evq.
     Raw,
@@ -104,7 +108,7 @@ struct Sample {
 }
 
 /// One JSON record: a contender at one size.
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct PipebenchRecord {
     /// Contender: an evq backend name or raw-none, raw-poll, raw-epoll.
     pub backend: String,
@@ -122,9 +126,11 @@ pub struct PipebenchRecord {
     pub min: f64,
     /// Slowest repetition, ns per event.
     pub max: f64,
-    /// Median user CPU ns per event.
+    /// Median user CPU ns per event (NaN where not measured).
+    #[serde(deserialize_with = "crate::stats::nan_if_null")]
     pub user_ns_per_event: f64,
-    /// Median system CPU ns per event.
+    /// Median system CPU ns per event (NaN where not measured).
+    #[serde(deserialize_with = "crate::stats::nan_if_null")]
     pub sys_ns_per_event: f64,
     /// raw-poll only: median ns per event spent scanning the result array in user
     /// space (timed directly, not tick-sampled).
@@ -243,7 +249,7 @@ fn sample(elapsed: Duration, cpu: CpuTime, iters: u64) -> Sample {
     }
 }
 
-fn contenders(args: &PipebenchArgs) -> io::Result<Vec<Contender>> {
+fn contenders(args: &Config) -> io::Result<Vec<Contender>> {
     let mut list = Vec::new();
     if args.baseline == Baseline::Raw {
         list.extend([
@@ -267,10 +273,11 @@ fn contenders(args: &PipebenchArgs) -> io::Result<Vec<Contender>> {
 }
 
 /// Runs the benchmark and returns its records (also used by the lab).
-pub fn measure(
-    args: &PipebenchArgs,
-    mut progress: impl FnMut(&str),
-) -> io::Result<Vec<PipebenchRecord>> {
+///
+/// # Errors
+/// A flag out of range, more descriptors than the limit allows, an unknown or
+/// unavailable backend asked for by name, or a system call failing mid-run.
+pub fn measure(args: &Config, mut progress: impl FnMut(&str)) -> io::Result<Vec<PipebenchRecord>> {
     if args.fds.is_empty() || args.fds.contains(&0) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -383,8 +390,11 @@ pub fn find<'a>(
         .find(|r| r.backend == backend && r.fds == fds)
 }
 
-/// `evq pipebench`: measures and prints a table (or JSON).
-pub fn run(args: &PipebenchArgs) -> io::Result<()> {
+/// `evq pipebench`: measures and prints a table (or, with `json`, the records).
+///
+/// # Errors
+/// As [`measure`].
+pub fn run(args: &Config, json: bool) -> io::Result<()> {
     let tty = io::stderr().is_terminal();
     let records = measure(args, |line| {
         if tty {
@@ -395,7 +405,7 @@ pub fn run(args: &PipebenchArgs) -> io::Result<()> {
     if tty {
         eprint!("\r\x1b[2K");
     }
-    if args.json {
+    if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&records).map_err(io::Error::other)?
@@ -406,7 +416,7 @@ pub fn run(args: &PipebenchArgs) -> io::Result<()> {
     Ok(())
 }
 
-fn print_table(args: &PipebenchArgs, records: &[PipebenchRecord]) {
+fn print_table(args: &Config, records: &[PipebenchRecord]) {
     let mut names: Vec<&str> = Vec::new();
     for r in records {
         if !names.contains(&r.backend.as_str()) {

@@ -6,11 +6,12 @@
 
 use crate::record::PlotRecord;
 use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::OnceLock;
 
 /// One line of a chart.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Series {
     /// Legend label.
     pub name: String,
@@ -18,8 +19,71 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+impl Series {
+    /// One series per name in `names`, in that order: the points of the items
+    /// whose `key` is that name (`point` may leave an item out).
+    pub fn named<T>(
+        names: &[&str],
+        items: &[T],
+        key: impl Fn(&T) -> &str,
+        point: impl Fn(&T) -> Option<(f64, f64)>,
+    ) -> Vec<Series> {
+        names
+            .iter()
+            .map(|&name| Series {
+                name: name.to_string(),
+                points: items
+                    .iter()
+                    .filter(|i| key(i) == name)
+                    .filter_map(&point)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// [`Series::named`] for every distinct key, in order of first appearance.
+    pub fn grouped<T>(
+        items: &[T],
+        key: impl Fn(&T) -> &str,
+        point: impl Fn(&T) -> Option<(f64, f64)>,
+    ) -> Vec<Series> {
+        let names = distinct(items.iter().map(&key));
+        Series::named(&names, items, key, point)
+    }
+}
+
+/// The distinct values, in order of first appearance.
+pub fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// A chart the report shows, and the file its PNG copy goes to.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Figure {
+    /// PNG file name without `.png`, unique in the report.
+    pub stem: String,
+    /// What to draw.
+    pub chart: Chart,
+}
+
+impl Figure {
+    /// A figure drawn to `stem.png`.
+    pub fn new(stem: &str, chart: Chart) -> Figure {
+        Figure {
+            stem: stem.to_string(),
+            chart,
+        }
+    }
+}
+
 /// A chart to draw.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Chart {
     /// Title above the plot.
     pub title: String,

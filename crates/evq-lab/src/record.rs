@@ -1,10 +1,10 @@
 //! What the lab writes: one [`ExperimentRecord`] per scenario, collected with the
 //! machine's description into [`LabResults`] (`results.json`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Whether a source's claim holds on this kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The measured figure agrees with the claim.
@@ -28,7 +28,7 @@ impl Verdict {
 }
 
 /// One claim of a source, checked against one figure measured here.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClaimCheck {
     /// The source's claim, in its own terms.
     pub claim: String,

@@ -3,8 +3,6 @@
 pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
-mod cold_detail;
-mod cold_peers;
 pub mod herd;
 pub mod load_client;
 pub mod pipe_scaling;
