@@ -2,6 +2,7 @@
 //! the servers, load generators and the lab.
 
 mod backends_cmd;
+mod lab_args;
 mod pipebench_args;
 
 use evq_lab::pipebench;
@@ -43,7 +44,7 @@ enum Command {
     Herd(evq_herd::HerdArgs),
     /// Re-run the source papers' experiments on this kernel and write a report
     /// (lab-report/index.html, PNG plots, results.json).
-    Lab(evq_lab::LabArgs),
+    Lab(lab_args::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,10 +58,7 @@ fn main() -> ExitCode {
         Command::Dead(args) => evq_load::dead_command(&args),
         Command::Wan(args) => evq_load::wan_command(&args),
         Command::Herd(args) => evq_herd::cli(&args),
-        Command::Lab(args) => {
-            let line = std::env::args().collect::<Vec<_>>().join(" ");
-            evq_lab::run(&args, &line).map(drop)
-        }
+        Command::Lab(args) => lab_args::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

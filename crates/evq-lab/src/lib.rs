@@ -9,7 +9,7 @@
 pub mod bench_rust_peers;
 pub mod experiment;
 pub mod experiments;
-mod lab;
+pub mod lab;
 pub mod machine;
 pub mod pipebench;
 pub mod placement;
@@ -23,4 +23,5 @@ pub mod rig;
 pub mod stats;
 pub mod tools;
 
-pub use lab::{run, LabArgs, Scenario, SCENARIOS};
+pub use experiment::{Experiment, Judged, RunSize, Scenario};
+pub use lab::{judge, rejudge, run, summary, LabOptions, RAW_FILE};

@@ -1,6 +1,10 @@
-//! What the lab writes: one [`ExperimentRecord`] per scenario, collected with the
-//! machine's description into [`LabResults`] (`results.json`).
+//! What the lab writes. `raw.json` ([`RawRun`]) holds what was measured, before
+//! any judging; `results.json` ([`LabResults`]) holds the verdicts, notes and
+//! figure data judged from it, with the raw records beside each experiment.
 
+use crate::experiment::{Outcome, RunSize};
+use crate::machine::{MachineInfo, PeerInfo};
+use crate::plot::Figure;
 use serde::{Deserialize, Serialize};
 
 /// Whether a source's claim holds on this kernel.
@@ -25,6 +29,16 @@ impl Verdict {
             Verdict::NotMeasured => "not measured",
         }
     }
+
+    /// `Some(true)` holds, `Some(false)` differs, `None` (nothing to judge) is
+    /// not measured.
+    pub fn of(holds: Option<bool>) -> Verdict {
+        match holds {
+            Some(true) => Verdict::Holds,
+            Some(false) => Verdict::Differs,
+            None => Verdict::NotMeasured,
+        }
+    }
 }
 
 /// One claim of a source, checked against one figure measured here.
@@ -41,8 +55,7 @@ pub struct ClaimCheck {
 }
 
 impl ClaimCheck {
-    /// A check whose verdict follows from `holds`: `Some(true)` holds,
-    /// `Some(false)` differs, `None` (nothing measured) is not measured.
+    /// A check whose verdict follows from `holds` ([`Verdict::of`]).
     pub fn judged(
         claim: &str,
         measured: String,
@@ -52,18 +65,14 @@ impl ClaimCheck {
         ClaimCheck {
             claim: claim.to_string(),
             measured,
-            verdict: match holds {
-                Some(true) => Verdict::Holds,
-                Some(false) => Verdict::Differs,
-                None => Verdict::NotMeasured,
-            },
+            verdict: Verdict::of(holds),
             reasoning: reasoning.to_string(),
         }
     }
 }
 
-/// A plot: SVG text for the HTML, and the PNG copy's file name.
-#[derive(Clone, Debug, Serialize)]
+/// A drawn figure: SVG text for the HTML, and the PNG copy's file name.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PlotRecord {
     /// Short title.
     pub title: String,
@@ -74,8 +83,8 @@ pub struct PlotRecord {
     pub svg: String,
 }
 
-/// One scenario's result.
-#[derive(Clone, Debug, Serialize)]
+/// One scenario's judged result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ExperimentRecord {
     /// Scenario name (`--only NAME`).
     pub name: String,
@@ -93,17 +102,26 @@ pub struct ExperimentRecord {
     pub commands: Vec<String>,
     /// Notes on method (descriptor kinds, scaling, noise).
     pub notes: Vec<String>,
-    /// Plots.
+    /// The figures' data.
+    pub figures: Vec<Figure>,
+    /// The figures as drawn (filled by rendering).
     pub plots: Vec<PlotRecord>,
-    /// The raw measurements.
+    /// The raw records the verdicts were judged from.
     pub data: serde_json::Value,
-    /// Wall-clock seconds the scenario took.
+    /// Wall-clock seconds the measurement took.
     pub seconds: f64,
 }
 
 impl ExperimentRecord {
-    /// Builds the record, deriving the headline from the checks.
-    pub fn new(name: &str, seed: &str, checks: Vec<ClaimCheck>) -> ExperimentRecord {
+    /// The record of a judged scenario, its headline derived from the checks.
+    pub fn new(
+        name: &str,
+        seed: &str,
+        judged: crate::experiment::Judged,
+        data: serde_json::Value,
+        seconds: f64,
+    ) -> ExperimentRecord {
+        let checks = judged.checks;
         let verdict = if checks.iter().any(|c| c.verdict == Verdict::Differs) {
             Verdict::Differs
         } else if checks.iter().any(|c| c.verdict == Verdict::Holds) {
@@ -122,28 +140,64 @@ impl ExperimentRecord {
             measured,
             verdict,
             checks,
-            commands: Vec::new(),
-            notes: Vec::new(),
+            commands: judged.commands,
+            notes: judged.notes,
+            figures: judged.figures,
             plots: Vec::new(),
-            data: serde_json::Value::Null,
-            seconds: 0.0,
+            data,
+            seconds,
         }
     }
 }
 
 /// Everything `results.json` holds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LabResults {
     /// CPU, cores, memory, descriptor limit.
-    pub machine: crate::machine::MachineInfo,
+    pub machine: MachineInfo,
     /// `uname -r` and more.
     pub kernel: String,
     /// Peers found (or not) on this machine.
-    pub peers: Vec<crate::machine::PeerInfo>,
-    /// `--quick` or full.
+    pub peers: Vec<PeerInfo>,
+    /// How big the run was.
+    pub size: RunSize,
+    /// `--quick` (or `--smoke`).
     pub quick: bool,
-    /// The command line that produced this.
+    /// The command line that measured this.
     pub command: String,
     /// One record per scenario run.
     pub experiments: Vec<ExperimentRecord>,
+}
+
+/// The version of `raw.json`'s layout this build writes and reads.
+pub const RAW_FORMAT: u32 = 1;
+
+/// Everything `raw.json` holds: what was measured, before any judging.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RawRun {
+    /// [`RAW_FORMAT`] when written.
+    pub format: u32,
+    /// CPU, cores, memory, descriptor limit.
+    pub machine: MachineInfo,
+    /// `uname -srvm`.
+    pub kernel: String,
+    /// Peers found (or not) on this machine.
+    pub peers: Vec<PeerInfo>,
+    /// How big the run was.
+    pub size: RunSize,
+    /// The command line that measured this.
+    pub command: String,
+    /// One entry per scenario measured, in order.
+    pub experiments: Vec<RawExperiment>,
+}
+
+/// One scenario's raw records, or why there are none.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RawExperiment {
+    /// Scenario name.
+    pub name: String,
+    /// Wall-clock seconds the measurement took.
+    pub seconds: f64,
+    /// The records, as the scenario's JSON.
+    pub outcome: Outcome<serde_json::Value>,
 }

@@ -1,8 +1,29 @@
-//! `lab-report/index.html`: one self-contained page a reader can judge the
-//! verdicts from (machine, versions, commands, claims, numbers, plots).
+//! Rendering: the judged results drawn (SVG in the page, PNG copies beside it)
+//! and written out as `index.html` and `results.json`. Reads only
+//! [`LabResults`], never raw records or scenario code.
 
 use crate::record::{LabResults, Verdict};
 use std::fmt::Write;
+use std::io;
+use std::path::Path;
+
+/// Draws every figure into `dir` and writes `results.json` and `index.html`.
+///
+/// # Errors
+/// A file cannot be written.
+pub fn write(results: &mut LabResults, dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for e in &mut results.experiments {
+        e.plots = e
+            .figures
+            .iter()
+            .map(|f| crate::plot::render(&f.chart, dir, &f.stem))
+            .collect();
+    }
+    let json = serde_json::to_string_pretty(results).map_err(io::Error::other)?;
+    std::fs::write(dir.join("results.json"), json)?;
+    std::fs::write(dir.join("index.html"), html(results))
+}
 
 /// Escapes text for HTML.
 pub fn escape(s: &str) -> String {
