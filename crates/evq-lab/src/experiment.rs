@@ -144,6 +144,16 @@ impl<T> Outcome<T> {
     }
 }
 
+/// The raw records of a plain sweep: the plan that was run and every point it
+/// measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Sweep<P, T> {
+    /// The plan that was run.
+    pub plan: P,
+    /// Every point, in the order measured.
+    pub points: Vec<T>,
+}
+
 /// One scenario of the lab, typed.
 pub trait Experiment: Sync {
     /// What to run.
@@ -152,12 +162,17 @@ pub trait Experiment: Sync {
     type Records: Serialize + DeserializeOwned;
 
     /// `--only` name.
-    fn name(&self) -> &'static str;
+    const NAME: &'static str;
     /// The source: "004 Solaris /dev/poll (Sun, 2002): devpollperf" and so on.
-    fn seed(&self) -> &'static str;
+    const SEED: &'static str;
+    /// The claims, where they are fixed texts.
+    const CLAIMS: &'static [&'static str] = &[];
+
     /// Every claim the scenario can check, in report order (listed as not
     /// measured when the measurement fails as a whole).
-    fn claims(&self) -> Vec<String>;
+    fn claims(&self) -> Vec<String> {
+        Self::CLAIMS.iter().map(|c| c.to_string()).collect()
+    }
     /// The plan for a run of this size.
     fn plan(&self, size: RunSize) -> Self::Plan;
     /// Runs the plan.
@@ -192,11 +207,11 @@ pub trait Scenario: Sync {
 
 impl<E: Experiment> Scenario for E {
     fn name(&self) -> &'static str {
-        Experiment::name(self)
+        E::NAME
     }
 
     fn seed(&self) -> &'static str {
-        Experiment::seed(self)
+        E::SEED
     }
 
     fn claims(&self) -> Vec<String> {
@@ -210,7 +225,7 @@ impl<E: Experiment> Scenario for E {
 
     fn judge_raw(&self, raw: &serde_json::Value) -> Result<Judged, String> {
         let records: E::Records = serde_json::from_value(raw.clone())
-            .map_err(|e| format!("raw records of {} unreadable: {e}", Experiment::name(self)))?;
+            .map_err(|e| format!("raw records of {} unreadable: {e}", E::NAME))?;
         Ok(self.judge(&records))
     }
 }

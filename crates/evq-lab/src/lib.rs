@@ -6,6 +6,7 @@
 
 #![deny(missing_docs)]
 
+mod bench_chain;
 pub mod bench_rust_peers;
 pub mod experiment;
 pub mod experiments;

@@ -157,14 +157,18 @@ impl Xorshift {
     }
 }
 
-fn run_evq(
-    kind: BackendKind,
-    probes: &ProbeFds,
+/// One timed run of the loop: which descriptors, how long, which sequence.
+#[derive(Clone, Copy)]
+struct Loop<'a> {
+    probes: &'a ProbeFds,
     iters: u64,
     warmup: u64,
     seed: u64,
     batch: usize,
-) -> io::Result<Sample> {
+}
+
+fn run_evq(kind: BackendKind, l: &Loop) -> io::Result<Sample> {
+    let (probes, iters, warmup, seed, batch) = (l.probes, l.iters, l.warmup, l.seed, l.batch);
     let mut queue = EventQueue::with_backend(kind)?;
     for (i, &fd) in probes.read_fds.iter().enumerate() {
         queue.declare_interest(fd, Interest::READ, Options::new(i as u64))?;
@@ -202,14 +206,8 @@ fn run_evq(
     Ok(sample(elapsed, cpu, iters))
 }
 
-fn run_raw(
-    kind: i32,
-    probes: &ProbeFds,
-    iters: u64,
-    warmup: u64,
-    seed: u64,
-    batch: usize,
-) -> io::Result<Sample> {
+fn run_raw(kind: i32, l: &Loop) -> io::Result<Sample> {
+    let (probes, iters, warmup, seed, batch) = (l.probes, l.iters, l.warmup, l.seed, l.batch);
     let cpu0 = CpuTime::of_this_thread();
     let mut scan_ns = 0i64;
     // SAFETY: the fd arrays are live, `n` long, and stay open for the call;
@@ -332,10 +330,16 @@ pub fn measure(args: &Config, mut progress: impl FnMut(&str)) -> io::Result<Vec<
                 let iters = iters_for(&c);
                 let warmup = (iters / 20).max(10);
                 let seed = args.seed.wrapping_add(rep as u64) | 1;
+                let l = Loop {
+                    probes: &probes,
+                    iters,
+                    warmup,
+                    seed,
+                    batch: args.batch,
+                };
                 let s = match c {
-                    Contender::Raw(k, _) => run_raw(k, &probes, iters, warmup, seed, args.batch)?,
-                    Contender::Evq(k) => match run_evq(k, &probes, iters, warmup, seed, args.batch)
-                    {
+                    Contender::Raw(k, _) => run_raw(k, &l)?,
+                    Contender::Evq(k) => match run_evq(k, &l) {
                         // The rtsig backends refuse files that cannot signal (eventfd
                         // probes): leave them out of this size unless asked for by name.
                         Err(e)

@@ -2,13 +2,12 @@
 //! against Debian's libraries) and the Rust crates.
 
 use super::{BenchPoint, Plan, Records};
+use crate::bench_chain::Chain;
 use crate::bench_rust_peers::RustPeer;
 use crate::experiment::Ctx;
 use crate::stats::{spread, Spread};
 use evq::{BackendKind, EventQueue, Events, Interest, Options};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -41,54 +40,27 @@ pub fn run_evq(
     w: usize,
     reps: usize,
 ) -> io::Result<(Vec<f64>, u64)> {
-    let pairs: Vec<(UnixStream, UnixStream)> = (0..n)
-        .map(|_| UnixStream::pair())
-        .collect::<io::Result<_>>()?;
-    for (r, s) in &pairs {
-        r.set_nonblocking(true)?;
-        s.set_nonblocking(true)?;
-    }
-    let reads_fd: Vec<RawFd> = pairs.iter().map(|p| p.0.as_raw_fd()).collect();
-    let writes_fd: Vec<RawFd> = pairs.iter().map(|p| p.1.as_raw_fd()).collect();
+    let mut chain = Chain::new(n, a)?;
     let mut q = EventQueue::with_backend(kind)?;
-    for (i, &fd) in reads_fd.iter().enumerate() {
+    for (i, &fd) in chain.reads_fd.iter().enumerate() {
         q.declare_interest(fd, Interest::READ, Options::new(i as u64))?;
     }
     let mut events = Events::with_capacity(64);
-    let (mut times, mut total) = (Vec::new(), 0u64);
-    let send = |fd: RawFd| {
-        // SAFETY: one byte from a static buffer to a socket we own.
-        unsafe { libc::send(fd, b"e".as_ptr().cast(), 1, 0) == 1 }
-    };
+    let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let space = n / a;
-        for i in 0..a {
-            send(writes_fd[i * space]);
-        }
-        let (mut fired, mut count, mut writes) = (a, 0usize, w);
+        chain.start_run(a, w);
         let start = Instant::now();
-        while count != fired {
+        while !chain.done() {
             q.get_next_event(&mut events, None)?;
             for e in &events {
                 let idx = e.token() as usize;
-                let mut ch = 0u8;
-                // SAFETY: reads one byte into a live u8.
-                if unsafe { libc::recv(reads_fd[idx], (&mut ch as *mut u8).cast(), 1, 0) } == 1 {
-                    count += 1;
-                    total += 1;
-                }
-                if writes > 0 {
-                    let widx = if idx + 1 >= n { idx + 1 - n } else { idx + 1 };
-                    if send(writes_fd[widx]) {
-                        writes -= 1;
-                        fired += 1;
-                    }
-                }
+                chain.read_one(idx);
+                chain.write_next(idx);
             }
         }
         times.push(start.elapsed().as_secs_f64() * 1e6);
     }
-    Ok((times, total))
+    Ok((times, chain.total_reads))
 }
 
 /// Compiles a peer program; `Err` says why it cannot run here.

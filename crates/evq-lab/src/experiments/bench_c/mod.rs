@@ -81,18 +81,9 @@ impl Experiment for BenchC {
     type Plan = Plan;
     type Records = Records;
 
-    fn name(&self) -> &'static str {
-        "bench-c"
-    }
-
-    fn seed(&self) -> &'static str {
-        "002 Libenzi /dev/epoll: pipetest; libevent's bench.c"
-    }
-
-    fn claims(&self) -> Vec<String> {
-        judge::CLAIMS.iter().map(|c| c.to_string()).collect()
-    }
-
+    const NAME: &'static str = "bench-c";
+    const CLAIMS: &'static [&'static str] = &judge::CLAIMS;
+    const SEED: &'static str = "002 Libenzi /dev/epoll: pipetest; libevent's bench.c";
     fn plan(&self, size: RunSize) -> Plan {
         let (ns, actives, w, reps) = size.pick(
             (vec![10, 50], vec![1], 10, 2usize),

@@ -1,7 +1,7 @@
 //! The burst's verdicts, notes and figure: pure functions of the records.
 
-use super::{Point, Records};
-use crate::experiment::Judged;
+use super::{Plan, Point};
+use crate::experiment::{Judged, Sweep};
 use crate::plot::{Chart, Figure, Series};
 use crate::record::ClaimCheck;
 
@@ -13,7 +13,7 @@ const ALL_SERVE: &str = "every mechanism serves the burst (the seed's servers co
 pub(super) const CLAIMS: [&str; 2] = [QUEUE_FILLS, ALL_SERVE];
 
 /// Judges the runs.
-pub(super) fn judge(r: &Records) -> Judged {
+pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
     let (num_conns, rate) = (r.plan.num_conns, r.plan.rate);
     let mut notes = vec!["Server: `evq serve`, one thread, 1 KiB fixed reply; client: `evq load` open loop with httperf's options, in the same process, on the same 2 cores. The seed ran httperf on a separate machine.".to_string()];
     if num_conns < 27_000 {
@@ -45,7 +45,7 @@ pub(super) fn judge(r: &Records) -> Judged {
 }
 
 /// The median over a backend's runs.
-fn med(r: &Records, backend: &str, f: fn(&Point) -> f64) -> Option<f64> {
+fn med(r: &Sweep<Plan, Point>, backend: &str, f: fn(&Point) -> f64) -> Option<f64> {
     crate::stats::median(
         r.points
             .iter()
@@ -55,7 +55,7 @@ fn med(r: &Records, backend: &str, f: fn(&Point) -> f64) -> Option<f64> {
     )
 }
 
-fn queue_fills(r: &Records) -> ClaimCheck {
+fn queue_fills(r: &Sweep<Plan, Point>) -> ClaimCheck {
     let rate_of = |b: &str| med(r, b, |p| p.reply_rate_avg);
     let err_of = |b: &str| med(r, b, |p| p.errors as f64);
     let (epoll, rt, rtb) = (rate_of("epoll"), rate_of("rtsig"), rate_of("rtsig-bulk"));
@@ -77,7 +77,7 @@ fn queue_fills(r: &Records) -> ClaimCheck {
     )
 }
 
-fn all_serve(r: &Records) -> ClaimCheck {
+fn all_serve(r: &Sweep<Plan, Point>) -> ClaimCheck {
     let worst = r.points.iter().map(|p| p.errors).max();
     ClaimCheck::judged(
         ALL_SERVE,

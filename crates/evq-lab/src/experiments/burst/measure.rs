@@ -1,14 +1,15 @@
 //! The burst on every backend, repetitions rotated.
 
-use super::{Plan, Point, Records};
+use super::{Plan, Point};
 use crate::experiment::Ctx;
+use crate::experiment::Sweep;
 use evq::BackendKind;
 use evq_http::ServerHandle;
 use evq_load::{run_load, LoadConfig};
 use std::io;
 use std::time::Duration;
 
-pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
+pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
     crate::resources::raise_nofile()?;
     let (num_conns, rate, reps) = (plan.num_conns, plan.rate, plan.reps);
     let mut points = Vec::new();
@@ -22,7 +23,7 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             points.push(burst(kind, rep, num_conns, rate)?);
         }
     }
-    Ok(Records { plan, points })
+    Ok(Sweep { plan, points })
 }
 
 fn burst(kind: BackendKind, rep: usize, num_conns: u64, rate: f64) -> io::Result<Point> {

@@ -4,7 +4,7 @@
 mod judge;
 mod measure;
 
-use crate::experiment::{Ctx, Experiment, Judged, RunSize};
+use crate::experiment::{Ctx, Experiment, Judged, RunSize, Sweep};
 use serde::{Deserialize, Serialize};
 use std::io;
 
@@ -51,30 +51,13 @@ pub struct Point {
     pub server_events_per_call: f64,
 }
 
-/// What the burst measured.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Records {
-    /// The plan that was run.
-    pub plan: Plan,
-    /// Every run.
-    pub points: Vec<Point>,
-}
-
 impl Experiment for Burst {
+    const NAME: &'static str = "burst";
+    const CLAIMS: &'static [&'static str] = &judge::CLAIMS;
+    const SEED: &'static str =
+        "002 Libenzi /dev/epoll: burst, 27,000 connections × 2 calls at 5,000/s";
     type Plan = Plan;
-    type Records = Records;
-
-    fn name(&self) -> &'static str {
-        "burst"
-    }
-
-    fn seed(&self) -> &'static str {
-        "002 Libenzi /dev/epoll: burst, 27,000 connections × 2 calls at 5,000/s"
-    }
-
-    fn claims(&self) -> Vec<String> {
-        judge::CLAIMS.iter().map(|c| c.to_string()).collect()
-    }
+    type Records = Sweep<Plan, Point>;
 
     fn plan(&self, size: RunSize) -> Plan {
         let (num_conns, rate, reps) =
@@ -90,11 +73,11 @@ impl Experiment for Burst {
         }
     }
 
-    fn measure(&self, plan: Plan, ctx: &Ctx) -> io::Result<Records> {
+    fn measure(&self, plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
         measure::run(plan, ctx)
     }
 
-    fn judge(&self, records: &Records) -> Judged {
+    fn judge(&self, records: &Sweep<Plan, Point>) -> Judged {
         judge::judge(records)
     }
 }

@@ -72,14 +72,9 @@ impl Experiment for ColdConnections {
     type Plan = Plan;
     type Records = Records;
 
-    fn name(&self) -> &'static str {
-        "cold-connections"
-    }
-
-    fn seed(&self) -> &'static str {
-        "000 Banga, Mogul, Druschel (USENIX 1999): Figures 8 and 9, Table 2; 002 dead connections"
-    }
-
+    const NAME: &'static str = "cold-connections";
+    const SEED: &'static str =
+        "000 Banga, Mogul, Druschel (USENIX 1999): Figures 8 and 9, Table 2; 002 dead connections";
     fn claims(&self) -> Vec<String> {
         let mut all = throughput_claims();
         all.extend(detail_claims());

@@ -1,7 +1,7 @@
 //! Figure 8: `evq serve` in this process on one thread, per backend, replies/s
 //! under a closed loop as idle connections pile up.
 
-use crate::experiment::{Ctx, RunSize};
+use crate::experiment::{Ctx, RunSize, Sweep};
 use crate::rig::in_process::{holding_cold, require_open};
 use crate::rig::DeadConnections;
 use evq::BackendKind;
@@ -46,13 +46,7 @@ pub struct Point {
 }
 
 /// The sweep's results.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Records {
-    /// The plan that was run.
-    pub plan: Plan,
-    /// Every point.
-    pub points: Vec<Point>,
-}
+pub type Records = Sweep<Plan, Point>;
 
 /// The plan for a run of `size`.
 pub fn plan(size: RunSize) -> Plan {
@@ -88,7 +82,7 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             }
         }
     }
-    Ok(Records { plan, points })
+    Ok(Sweep { plan, points })
 }
 
 fn point(

@@ -1,7 +1,7 @@
 //! The herd's verdicts, notes and figures: pure functions of the records.
 
-use super::{Records, Run};
-use crate::experiment::Judged;
+use super::{Plan, Run};
+use crate::experiment::{Judged, Sweep};
 use crate::plot::{Chart, Figure, Series};
 use crate::record::ClaimCheck;
 
@@ -26,14 +26,14 @@ const SHOWN: [&str; 9] = [
     "reuseport",
 ];
 
-fn get<'a>(r: &'a Records, design: &str, concurrency: usize) -> Option<&'a Run> {
-    r.runs
+fn get<'a>(r: &'a Sweep<Plan, Run>, design: &str, concurrency: usize) -> Option<&'a Run> {
+    r.points
         .iter()
         .find(|x| x.design == design && x.concurrency == concurrency)
 }
 
 /// Concurrencies of 8 clients or more.
-fn loaded(r: &Records) -> Vec<usize> {
+fn loaded(r: &Sweep<Plan, Run>) -> Vec<usize> {
     r.plan
         .concurrency
         .iter()
@@ -43,7 +43,7 @@ fn loaded(r: &Records) -> Vec<usize> {
 }
 
 /// Judges the family.
-pub(super) fn judge(r: &Records) -> Judged {
+pub(super) fn judge(r: &Sweep<Plan, Run>) -> Judged {
     let (workers, requests) = (r.plan.workers, r.plan.requests);
     let mut checks = vec![wake_one(r), herd(r), rotation(r)];
     checks.extend(fork_slowest(r));
@@ -67,7 +67,7 @@ pub(super) fn judge(r: &Records) -> Judged {
 }
 
 /// 1. Wake-one (with evq's default rotation) vs blocking in accept.
-fn wake_one(r: &Records) -> ClaimCheck {
+fn wake_one(r: &Sweep<Plan, Run>) -> ClaimCheck {
     let ratios: Vec<(usize, f64)> = loaded(r)
         .iter()
         .filter_map(|&c| {
@@ -94,7 +94,7 @@ fn wake_one(r: &Records) -> ClaimCheck {
 }
 
 /// 2. The herd: sleeping workers woken per connection at light load.
-fn herd(r: &Records) -> ClaimCheck {
+fn herd(r: &Sweep<Plan, Run>) -> ClaimCheck {
     let c1 = r.plan.concurrency[0];
     let field = |d: &str, f: fn(&Run) -> f64| get(r, d, c1).map(f);
     let herd = field("serv02l-k", |x| x.sleeps_per_conn);
@@ -114,7 +114,7 @@ fn herd(r: &Records) -> ClaimCheck {
 }
 
 /// 3. mkII: rotation spreads the work.
-fn rotation(r: &Records) -> ClaimCheck {
+fn rotation(r: &Sweep<Plan, Run>) -> ClaimCheck {
     let c1 = r.plan.concurrency[0];
     let alone = get(r, "serv02l-kone", c1).map(|x| x.jain);
     let rotated = get(r, "serv02l-kone-r1", c1).map(|x| x.jain);
@@ -132,10 +132,10 @@ fn rotation(r: &Records) -> ClaimCheck {
 }
 
 /// 4. Fork per client is the slowest (judged at the first loaded concurrency).
-fn fork_slowest(r: &Records) -> Option<ClaimCheck> {
+fn fork_slowest(r: &Sweep<Plan, Run>) -> Option<ClaimCheck> {
     let c = *loaded(r).first()?;
     let slowest = r
-        .runs
+        .points
         .iter()
         .filter(|x| x.concurrency == c && x.requests_per_s > 0.0)
         .min_by(|a, b| a.requests_per_s.total_cmp(&b.requests_per_s));
@@ -157,7 +157,7 @@ fn fork_slowest(r: &Records) -> Option<ClaimCheck> {
     ))
 }
 
-fn figures(r: &Records) -> Vec<Figure> {
+fn figures(r: &Sweep<Plan, Run>) -> Vec<Figure> {
     let shown: Vec<&str> = SHOWN
         .iter()
         .copied()
@@ -166,7 +166,7 @@ fn figures(r: &Records) -> Vec<Figure> {
     let series = |f: fn(&Run) -> f64| {
         Series::named(
             &shown,
-            &r.runs,
+            &r.points,
             |x: &Run| x.design.as_str(),
             |x| Some((x.concurrency as f64, f(x))),
         )

@@ -3,7 +3,7 @@
 
 mod judge;
 
-use crate::experiment::{Ctx, Experiment, Judged, RunSize};
+use crate::experiment::{Ctx, Experiment, Judged, RunSize, Sweep};
 use evq_herd::{Design, HerdConfig};
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -50,30 +50,12 @@ pub struct Run {
     pub rest: serde_json::Map<String, serde_json::Value>,
 }
 
-/// What the family measured.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Records {
-    /// The plan that was run.
-    pub plan: Plan,
-    /// Every design at every concurrency.
-    pub runs: Vec<Run>,
-}
-
 impl Experiment for Herd {
+    const NAME: &'static str = "herd";
+    const CLAIMS: &'static [&'static str] = &judge::CLAIMS;
+    const SEED: &'static str = "003 DragonFly BSD EV_WAKEONE: the Stevens server family";
     type Plan = Plan;
-    type Records = Records;
-
-    fn name(&self) -> &'static str {
-        "herd"
-    }
-
-    fn seed(&self) -> &'static str {
-        "003 DragonFly BSD EV_WAKEONE: the Stevens server family"
-    }
-
-    fn claims(&self) -> Vec<String> {
-        judge::CLAIMS.iter().map(|c| c.to_string()).collect()
-    }
+    type Records = Sweep<Plan, Run>;
 
     fn plan(&self, size: RunSize) -> Plan {
         let designs: Vec<String> = match size {
@@ -96,7 +78,7 @@ impl Experiment for Herd {
         }
     }
 
-    fn measure(&self, plan: Plan, ctx: &Ctx) -> io::Result<Records> {
+    fn measure(&self, plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Run>> {
         let cfg = HerdConfig {
             designs: plan
                 .designs
@@ -119,10 +101,10 @@ impl Experiment for Herd {
         let runs = serde_json::to_value(&records)
             .and_then(serde_json::from_value)
             .map_err(io::Error::other)?;
-        Ok(Records { plan, runs })
+        Ok(Sweep { plan, points: runs })
     }
 
-    fn judge(&self, records: &Records) -> Judged {
+    fn judge(&self, records: &Sweep<Plan, Run>) -> Judged {
         judge::judge(records)
     }
 }

@@ -140,14 +140,9 @@ impl Experiment for LoadClient {
     type Plan = Plan;
     type Records = Records;
 
-    fn name(&self) -> &'static str {
-        "load-client"
-    }
-
-    fn seed(&self) -> &'static str {
-        "002 Libenzi /dev/epoll and 000 Banga et al.: httperf as the load client"
-    }
-
+    const NAME: &'static str = "load-client";
+    const SEED: &'static str =
+        "002 Libenzi /dev/epoll and 000 Banga et al.: httperf as the load client";
     fn claims(&self) -> Vec<String> {
         judge::CLAIMS.iter().map(|(c, _)| c.to_string()).collect()
     }

@@ -62,18 +62,9 @@ impl Experiment for PipeScaling {
     type Plan = Plan;
     type Records = Records;
 
-    fn name(&self) -> &'static str {
-        "pipe-scaling"
-    }
-
-    fn seed(&self) -> &'static str {
-        "004 Solaris /dev/poll (Sun, 2002): devpollperf"
-    }
-
-    fn claims(&self) -> Vec<String> {
-        judge::CLAIMS.iter().map(|c| c.to_string()).collect()
-    }
-
+    const NAME: &'static str = "pipe-scaling";
+    const CLAIMS: &'static [&'static str] = &judge::CLAIMS;
+    const SEED: &'static str = "004 Solaris /dev/poll (Sun, 2002): devpollperf";
     fn plan(&self, size: RunSize) -> Plan {
         let (fds, iters, reps) = size.pick(
             (vec![1, 100], 300, 1),

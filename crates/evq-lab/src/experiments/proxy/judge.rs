@@ -1,7 +1,7 @@
 //! The proxy's verdicts, notes and figure: pure functions of the records.
 
-use super::{Point, Records};
-use crate::experiment::Judged;
+use super::{Plan, Point};
+use crate::experiment::{Judged, Sweep};
 use crate::plot::{Chart, Figure, Series};
 use crate::record::ClaimCheck;
 
@@ -12,7 +12,7 @@ const FLAT: &str =
 /// Every claim, in report order.
 pub(super) const CLAIMS: [&str; 2] = [GAIN, FLAT];
 
-fn at(r: &Records, backend: &str, cold: usize) -> Option<f64> {
+fn at(r: &Sweep<Plan, Point>, backend: &str, cold: usize) -> Option<f64> {
     r.points
         .iter()
         .find(|p| p.backend == backend && p.cold == cold)
@@ -20,7 +20,7 @@ fn at(r: &Records, backend: &str, cold: usize) -> Option<f64> {
 }
 
 /// Judges the sweep.
-pub(super) fn judge(r: &Records) -> Judged {
+pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
     let (lo, hi) = (r.plan.colds[0], *r.plan.colds.last().unwrap_or(&0));
     let ratio = |a: &str, b: &str| at(r, a, hi).zip(at(r, b, hi)).map(|(x, y)| x / y);
     let gain = ratio("epoll", "select");

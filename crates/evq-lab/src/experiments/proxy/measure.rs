@@ -1,7 +1,8 @@
 //! The proxy on each backend at each cold count, in front of one origin.
 
-use super::{Plan, Point, Records};
+use super::{Plan, Point};
 use crate::experiment::Ctx;
+use crate::experiment::Sweep;
 use crate::rig::DeadConnections;
 use evq::BackendKind;
 use evq_http::{ProxyConfig, ProxyHandle, ServerHandle};
@@ -9,7 +10,7 @@ use evq_load::{run_load, LoadConfig};
 use std::io;
 use std::time::{Duration, Instant};
 
-pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
+pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
     crate::resources::raise_nofile()?;
     let origin = ServerHandle::start(&crate::rig::in_process::one_thread(
         BackendKind::Epoll,
@@ -25,7 +26,7 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         }
     }
     let _ = origin.stop();
-    Ok(Records { plan, points })
+    Ok(Sweep { plan, points })
 }
 
 fn point(

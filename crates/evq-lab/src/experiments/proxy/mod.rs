@@ -4,7 +4,7 @@
 mod judge;
 mod measure;
 
-use crate::experiment::{Ctx, Experiment, Judged, RunSize};
+use crate::experiment::{Ctx, Experiment, Judged, RunSize, Sweep};
 use serde::{Deserialize, Serialize};
 use std::io;
 
@@ -39,30 +39,13 @@ pub struct Point {
     pub relayed: u64,
 }
 
-/// What the sweep measured.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Records {
-    /// The plan that was run.
-    pub plan: Plan,
-    /// Every point.
-    pub points: Vec<Point>,
-}
-
 impl Experiment for Proxy {
+    const NAME: &'static str = "proxy";
+    const CLAIMS: &'static [&'static str] = &judge::CLAIMS;
+    const SEED: &'static str =
+        "000 Banga, Mogul, Druschel: the event-driven proxy with hot and cold clients";
     type Plan = Plan;
-    type Records = Records;
-
-    fn name(&self) -> &'static str {
-        "proxy"
-    }
-
-    fn seed(&self) -> &'static str {
-        "000 Banga, Mogul, Druschel: the event-driven proxy with hot and cold clients"
-    }
-
-    fn claims(&self) -> Vec<String> {
-        judge::CLAIMS.iter().map(|c| c.to_string()).collect()
-    }
+    type Records = Sweep<Plan, Point>;
 
     fn plan(&self, size: RunSize) -> Plan {
         let (colds, load_s) = size.pick(
@@ -86,11 +69,11 @@ impl Experiment for Proxy {
         }
     }
 
-    fn measure(&self, plan: Plan, ctx: &Ctx) -> io::Result<Records> {
+    fn measure(&self, plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
         measure::run(plan, ctx)
     }
 
-    fn judge(&self, records: &Records) -> Judged {
+    fn judge(&self, records: &Sweep<Plan, Point>) -> Judged {
         judge::judge(records)
     }
 }

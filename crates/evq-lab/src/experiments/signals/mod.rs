@@ -59,14 +59,8 @@ impl Experiment for Signals {
     type Plan = Plan;
     type Records = Records;
 
-    fn name(&self) -> &'static str {
-        "signals"
-    }
-
-    fn seed(&self) -> &'static str {
-        "001 Lever, Tweedie (ALS 2000): sigtimedwait4 and load limiting"
-    }
-
+    const NAME: &'static str = "signals";
+    const SEED: &'static str = "001 Lever, Tweedie (ALS 2000): sigtimedwait4 and load limiting";
     fn claims(&self) -> Vec<String> {
         let mut all = pickup_claims();
         all.extend(overload_claims());
