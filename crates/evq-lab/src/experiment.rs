@@ -16,6 +16,9 @@
 //! [`Scenario`] is the same thing with the record types erased to JSON, so the
 //! lab can hold every scenario in one list ([`crate::experiments::ALL`]).
 
+#[cfg(test)]
+pub mod testing;
+
 use crate::plot::Figure;
 use crate::record::{ClaimCheck, Verdict};
 use crate::tools::Tools;

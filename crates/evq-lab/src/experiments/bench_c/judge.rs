@@ -186,3 +186,6 @@ fn figures(r: &Records) -> Vec<Figure> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -86,3 +86,6 @@ fn all_serve(r: &Sweep<Plan, Point>) -> ClaimCheck {
         "holds if no run had a client-side error (timeouts, resets, refused connections); not measured without a run",
     )
 }
+
+#[cfg(test)]
+mod tests;

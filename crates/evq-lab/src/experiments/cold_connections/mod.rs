@@ -129,3 +129,6 @@ impl Experiment for ColdConnections {
         judged
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -197,3 +197,6 @@ fn figures(r: &Sweep<Plan, Run>) -> Vec<Figure> {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests;

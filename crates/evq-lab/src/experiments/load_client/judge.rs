@@ -308,3 +308,6 @@ fn closed_loop(r: &Records, evq_closed: &ClientSummary, wrk: &ClientSummary) -> 
         CLAIMS[2].1,
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -328,3 +328,6 @@ fn figures(r: &Records) -> Vec<Figure> {
     ));
     figures
 }
+
+#[cfg(test)]
+mod tests;

@@ -76,3 +76,6 @@ pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
         )],
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -103,3 +103,6 @@ impl Experiment for Signals {
         judged
     }
 }
+
+#[cfg(test)]
+mod tests;
