@@ -1,4 +1,4 @@
-//! The bench.c chain (see [`crate::experiments::bench_c`]) on the Rust event
+//! The bench.c chain (the bench-c scenario's workload) on the Rust event
 //! crates people use instead of evq: [`mio`] and [`polling`], both on epoll here.
 //!
 //! The workload is the C peers' (`peers/bench_common.h`), step for step: `n`

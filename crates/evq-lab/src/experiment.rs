@@ -14,14 +14,14 @@
 //!   `judge` returned.
 //!
 //! [`Scenario`] is the same thing with the record types erased to JSON, so the
-//! lab can hold every scenario in one list ([`crate::experiments::ALL`]).
+//! lab can hold every scenario in one list (`experiments::ALL`).
 
 #[cfg(test)]
 pub mod testing;
 
 use crate::plot::Figure;
-use crate::record::{ClaimCheck, Verdict};
 use crate::tools::Tools;
+use crate::verdict::{ClaimCheck, Verdict};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io;

@@ -10,6 +10,7 @@ mod bench_chain;
 pub mod bench_rust_peers;
 pub mod experiment;
 pub mod experiments;
+mod html;
 pub mod lab;
 pub mod machine;
 pub mod pipebench;
@@ -23,6 +24,7 @@ pub mod resources;
 pub mod rig;
 pub mod stats;
 pub mod tools;
+pub mod verdict;
 
 pub use experiment::{Experiment, Judged, RunSize, Scenario};
 pub use lab::{judge, rejudge, run, summary, LabOptions, RAW_FILE};

@@ -4,11 +4,22 @@
 //! text with it to lay the chart out); the DejaVu fonts Debian ships are registered
 //! at run time, before the first chart is drawn. Without one the PNG is skipped.
 
-use crate::record::PlotRecord;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::OnceLock;
+
+/// A drawn figure: SVG text for the HTML, and the PNG copy's file name.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PlotRecord {
+    /// Short title.
+    pub title: String,
+    /// PNG file written next to the report (empty if PNG rendering failed).
+    pub png: String,
+    /// The SVG, embedded in the HTML (not in JSON).
+    #[serde(skip)]
+    pub svg: String,
+}
 
 /// One line of a chart.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -244,7 +255,7 @@ pub fn render(chart: &Chart, dir: &Path, file_stem: &str) -> PlotRecord {
         SVGBackend::with_string(&mut svg, (900, 520)).into_drawing_area(),
         chart,
     ) {
-        svg = format!("<p>plot failed: {}</p>", crate::report::escape(&e));
+        svg = format!("<p>plot failed: {}</p>", crate::html::escape(&e));
     }
     let mut png = String::new();
     if have_font {

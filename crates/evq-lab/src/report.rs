@@ -2,7 +2,9 @@
 //! and written out as `index.html` and `results.json`. Reads only
 //! [`LabResults`], never raw records or scenario code.
 
-use crate::record::{LabResults, Verdict};
+use crate::html::escape;
+use crate::record::LabResults;
+use crate::verdict::Verdict;
 use std::fmt::Write;
 use std::io;
 use std::path::Path;
@@ -23,14 +25,6 @@ pub fn write(results: &mut LabResults, dir: &Path) -> io::Result<()> {
     let json = serde_json::to_string_pretty(results).map_err(io::Error::other)?;
     std::fs::write(dir.join("results.json"), json)?;
     std::fs::write(dir.join("index.html"), html(results))
-}
-
-/// Escapes text for HTML.
-pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 fn badge(v: Verdict) -> String {

@@ -3,7 +3,7 @@
 //! read one claim's verdict out of a judgement.
 
 use super::Judged;
-use crate::record::{ClaimCheck, Verdict};
+use crate::verdict::{ClaimCheck, Verdict};
 use serde::de::DeserializeOwned;
 
 /// The recorded raw records of scenario `name`.

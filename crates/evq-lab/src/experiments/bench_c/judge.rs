@@ -3,7 +3,7 @@
 use super::{BenchPoint, Records};
 use crate::experiment::Judged;
 use crate::plot::{distinct, Chart, Figure, Series};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 const FLAT: &str = "epoll-based loops cost (nearly) the same per run as idle pipes grow, while poll-based ones grow (SEEDS 002's dead-pipe runs)";
 const VS_C: &str =

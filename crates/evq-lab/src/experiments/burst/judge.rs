@@ -3,7 +3,7 @@
 use super::{Plan, Point};
 use crate::experiment::{Judged, Sweep};
 use crate::plot::{Chart, Figure, Series};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 const QUEUE_FILLS: &str =
     "RT signals suffer in the burst test because the signal queue fills; epoll does not";

@@ -4,7 +4,7 @@
 use super::detail::{RatePoint, Records, TABLE2_RATE};
 use crate::experiment::Judged;
 use crate::plot::{Chart, Figure, Series};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 /// The paper's claims, in its terms.
 pub(super) const TABLE2: &str = "at 750 cold connections (50 hot, 400 requests/s) event notification takes 34% of the CPU with classic select, 12% with improved select and under 1% with the new API (Table 2)";

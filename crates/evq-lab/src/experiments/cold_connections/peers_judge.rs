@@ -1,8 +1,8 @@
 //! The peer comparison's verdicts: pure functions of the records.
 
 use super::peers::{Point, Records};
-use crate::record::ClaimCheck;
 use crate::stats::{spread, Spread};
+use crate::verdict::ClaimCheck;
 
 pub(super) const THROUGHPUT: &str = "evq serve answers ≥ 1.2× nginx's and ≥ 1.0× h2o's requests/s (same files, same client, one worker each; HTTP server issue)";
 pub(super) const P99: &str =

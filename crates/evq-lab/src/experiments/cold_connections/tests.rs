@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::experiment::testing::{recorded, verdict};
-use crate::record::Verdict::{self, Differs, Holds, NotMeasured};
+use crate::verdict::Verdict::{self, Differs, Holds, NotMeasured};
 use detail::TABLE2_RATE;
 
 fn records() -> Records {

@@ -3,7 +3,7 @@
 use super::throughput::{Point, Records};
 use crate::experiment::Judged;
 use crate::plot::{Chart, Figure, Series};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 pub(super) const FLAT: &str = "throughput with the explicit event API stays flat as cold connections grow (0–2,000), while select's falls (Figure 8)";
 pub(super) const RT_FLAT: &str = "epoll and RT signals stay flat over dead connections; poll (and /dev/poll) degrade (SEEDS 002)";

@@ -3,7 +3,7 @@
 use super::{Plan, Run};
 use crate::experiment::{Judged, Sweep};
 use crate::plot::{Chart, Figure, Series};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 const WAKE_ONE: &str = "a prefork server waiting with EV_WAKEONE matches or beats one blocking in accept (8 clients: 139,347 vs 136,439 ms; 32 and 128: as fast or faster)";
 const HERD: &str = "without wake-one, every process waiting on the listening socket is woken for each connection (the thundering herd); EV_WAKEONE wakes one";

@@ -2,8 +2,8 @@
 
 use super::parse::ToolSummary;
 use super::{Client, Records, Run};
-use crate::record::ClaimCheck;
 use crate::stats::{spread, Spread};
+use crate::verdict::ClaimCheck;
 
 /// Each claim with the rule that judges it.
 pub(super) const CLAIMS: [(&str, &str); 3] = [

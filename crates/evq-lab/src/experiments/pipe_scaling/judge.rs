@@ -4,7 +4,7 @@ use super::{PipeSweep, Records, DEVPOLL, PIPE_EPOLL};
 use crate::experiment::Judged;
 use crate::pipebench::{find, PipebenchRecord};
 use crate::plot::{Chart, Figure, Series};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 /// The seed's ratio poll/devpoll at 10,000 descriptors (147,926 ms / 2,573 ms).
 const SEED_RATIO_AT_10K: f64 = 147_926.0 / 2_573.0;

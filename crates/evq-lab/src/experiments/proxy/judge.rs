@@ -3,7 +3,7 @@
 use super::{Plan, Point};
 use crate::experiment::{Judged, Sweep};
 use crate::plot::{Chart, Figure, Series};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 const GAIN: &str = "with 2,000 cold connections the explicit event API improves the proxy's maximum throughput by 28% over select (1,348 vs 1,291 req/s over improved select at 750)";
 const FLAT: &str =

@@ -1,7 +1,7 @@
 //! Overload's verdicts (Graphs 3–4): pure functions of the runs.
 
 use super::overload::{Point, CLIENT_KEEPS_UP, NEAR_CAPACITY, PAST_CAPACITY};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 pub(super) fn collapse_claim(backend: &str) -> String {
     format!("without load limiting, the signal-based server's throughput degrades past its capacity instead of holding (Graph 3's runs without limiting; judged on {backend})")

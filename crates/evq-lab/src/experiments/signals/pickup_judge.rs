@@ -3,7 +3,7 @@
 use super::pickup::{Point, Records};
 use crate::experiment::Judged;
 use crate::plot::{distinct, Chart, Figure, Series};
-use crate::record::ClaimCheck;
+use crate::verdict::ClaimCheck;
 
 pub(super) const GAINS_LITTLE: &str = "picking up 500 signals per call instead of one gains little: the server's bottleneck is processing requests, not picking up events (Graphs 1–2)";
 pub(super) const BULK_HALF: &str = "bulk dequeue (signalfd read, the modern sigtimedwait4) costs at most half as much per event as one-at-a-time sigtimedwait (evq's target for issue 3)";

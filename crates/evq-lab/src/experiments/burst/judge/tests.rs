@@ -4,7 +4,7 @@
 use super::*;
 use crate::experiment::testing::{recorded, verdict};
 use crate::experiments::burst::Burst;
-use crate::record::Verdict::{self, Differs, Holds, NotMeasured};
+use crate::verdict::Verdict::{self, Differs, Holds, NotMeasured};
 use crate::Experiment;
 
 fn records() -> Sweep<Plan, Point> {

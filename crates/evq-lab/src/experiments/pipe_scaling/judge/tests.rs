@@ -4,7 +4,7 @@
 use super::*;
 use crate::experiment::testing::{recorded, verdict};
 use crate::experiments::pipe_scaling::PipeScaling;
-use crate::record::Verdict::{Differs, Holds, NotMeasured};
+use crate::verdict::Verdict::{Differs, Holds, NotMeasured};
 use crate::Experiment;
 
 fn records() -> Records {
@@ -27,7 +27,7 @@ fn without(records: &mut Vec<PipebenchRecord>, backend: &str) {
     records.retain(|r| r.backend != backend);
 }
 
-fn judged(r: &Records, claim: &str) -> crate::record::Verdict {
+fn judged(r: &Records, claim: &str) -> crate::verdict::Verdict {
     verdict(&PipeScaling.judge(r), claim)
 }
 
