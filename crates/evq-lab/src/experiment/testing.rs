@@ -32,3 +32,11 @@ pub fn check<'a>(judged: &'a Judged, claim: &str) -> &'a ClaimCheck {
 pub fn verdict(judged: &Judged, claim: &str) -> Verdict {
     check(judged, claim).verdict
 }
+
+/// The one item `pick` chooses (panics naming `what` if there is none).
+pub fn the<'a, T>(items: &'a mut [T], what: &str, pick: impl Fn(&T) -> bool) -> &'a mut T {
+    items
+        .iter_mut()
+        .find(|x| pick(x))
+        .unwrap_or_else(|| panic!("no {what} in the recorded run"))
+}

@@ -106,54 +106,49 @@ fn against(r: &Records, rivals: &[&str]) -> Vec<Against> {
     out
 }
 
-fn at_most_5_percent_slower(v: &[Against]) -> Option<bool> {
-    (!v.is_empty()).then(|| v.iter().all(|x| x.evq / x.best <= 1.05))
+/// Judges evq-epoll against the fastest of `rivals` at every point, each point
+/// described by `line`: holds if the ratio of medians is at most 1.05 everywhere.
+fn versus(
+    r: &Records,
+    claim: &str,
+    rivals: &[&str],
+    line: impl Fn(&Against) -> String,
+) -> ClaimCheck {
+    let v = against(r, rivals);
+    ClaimCheck::judged(
+        claim,
+        v.iter().map(line).collect::<Vec<_>>().join("; "),
+        (!v.is_empty()).then(|| v.iter().all(|x| x.evq / x.best <= 1.05)),
+        "holds if the ratio of medians is at most 1.05 at every point",
+    )
 }
 
 fn vs_c(r: &Records, c_peers: &[&str]) -> ClaimCheck {
-    let v = against(r, c_peers);
-    ClaimCheck::judged(
-        VS_C,
-        v.iter()
-            .map(|x| {
-                format!(
-                    "n={} a={}: evq-epoll / best peer ({}) = {:.2}",
-                    x.n,
-                    x.a,
-                    x.who,
-                    x.evq / x.best
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-        at_most_5_percent_slower(&v),
-        "holds if the ratio of medians is at most 1.05 at every point",
-    )
+    versus(r, VS_C, c_peers, |x| {
+        format!(
+            "n={} a={}: evq-epoll / best peer ({}) = {:.2}",
+            x.n,
+            x.a,
+            x.who,
+            x.evq / x.best
+        )
+    })
 }
 
 fn vs_rust(r: &Records) -> ClaimCheck {
-    let v = against(r, &RUST_PEERS);
-    ClaimCheck::judged(
-        VS_RUST,
-        v.iter()
-            .map(|x| {
-                let us = |c: &str| at(r, c, x.n, x.a).map_or("-".into(), |t| format!("{t:.1}"));
-                format!(
-                    "n={} a={}: evq-epoll {:.1} µs, mio {} µs, polling {} µs; evq-epoll / best ({}) = {:.2}",
-                    x.n,
-                    x.a,
-                    x.evq,
-                    us("mio"),
-                    us("polling"),
-                    x.who,
-                    x.evq / x.best
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-        at_most_5_percent_slower(&v),
-        "holds if the ratio of medians is at most 1.05 at every point",
-    )
+    versus(r, VS_RUST, &RUST_PEERS, |x| {
+        let us = |c: &str| at(r, c, x.n, x.a).map_or("-".into(), |t| format!("{t:.1}"));
+        format!(
+            "n={} a={}: evq-epoll {:.1} µs, mio {} µs, polling {} µs; evq-epoll / best ({}) = {:.2}",
+            x.n,
+            x.a,
+            x.evq,
+            us("mio"),
+            us("polling"),
+            x.who,
+            x.evq / x.best
+        )
+    })
 }
 
 fn figures(r: &Records) -> Vec<Figure> {

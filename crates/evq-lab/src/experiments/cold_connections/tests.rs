@@ -2,7 +2,7 @@
 //! differ and to have nothing to judge; and a failed part.
 
 use super::*;
-use crate::experiment::testing::{recorded, verdict};
+use crate::experiment::testing::{recorded, the, verdict};
 use crate::verdict::Verdict::{self, Differs, Holds, NotMeasured};
 use detail::TABLE2_RATE;
 
@@ -22,13 +22,8 @@ fn measured<T>(o: &mut Outcome<T>) -> &mut T {
 }
 
 fn throughput(r: &mut Records, backend: &str, cold: usize, replies_per_s: f64) {
-    let t = measured(&mut r.throughput);
-    let p = t
-        .points
-        .iter_mut()
-        .find(|p| p.backend == backend && p.cold == cold)
-        .unwrap_or_else(|| panic!("no {backend} at {cold}"));
-    p.replies_per_s = replies_per_s;
+    let points = &mut measured(&mut r.throughput).points;
+    the(points, backend, |p| p.backend == backend && p.cold == cold).replies_per_s = replies_per_s;
 }
 
 #[test]
@@ -94,11 +89,9 @@ fn dead_connections_rt_signals_flat_poll_degrades() {
 }
 
 fn rate_point<'a>(r: &'a mut Records, backend: &str, rate: f64) -> &'a mut detail::RatePoint {
-    measured(&mut r.detail)
-        .points
-        .iter_mut()
-        .find(|p| p.backend == backend && p.offered_rate == rate)
-        .unwrap_or_else(|| panic!("no {backend} at {rate}/s"))
+    the(&mut measured(&mut r.detail).points, backend, |p| {
+        p.backend == backend && p.offered_rate == rate
+    })
 }
 
 #[test]

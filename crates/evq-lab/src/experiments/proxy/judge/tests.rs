@@ -2,7 +2,7 @@
 //! have nothing to judge.
 
 use super::*;
-use crate::experiment::testing::{recorded, verdict};
+use crate::experiment::testing::{recorded, the, verdict};
 use crate::experiments::proxy::Proxy;
 use crate::verdict::Verdict::{self, Differs, Holds, NotMeasured};
 use crate::Experiment;
@@ -16,12 +16,10 @@ fn judged(r: &Sweep<Plan, Point>, claim: &str) -> Verdict {
 }
 
 fn set(r: &mut Sweep<Plan, Point>, backend: &str, cold: usize, replies_per_s: f64) {
-    let p = r
-        .points
-        .iter_mut()
-        .find(|p| p.backend == backend && p.cold == cold)
-        .unwrap_or_else(|| panic!("no {backend} at {cold}"));
-    p.replies_per_s = replies_per_s;
+    the(&mut r.points, backend, |p| {
+        p.backend == backend && p.cold == cold
+    })
+    .replies_per_s = replies_per_s;
 }
 
 #[test]
