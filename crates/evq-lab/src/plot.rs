@@ -4,6 +4,7 @@
 //! text with it to lay the chart out); the DejaVu fonts Debian ships are registered
 //! at run time, before the first chart is drawn. Without one the PNG is skipped.
 
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -28,6 +29,10 @@ pub struct Series {
     pub name: String,
     /// (x, y) points, x ascending.
     pub points: Vec<(f64, f64)>,
+    /// evq's own line (drawn solid and thick, on top), not a peer's or a
+    /// baseline's (drawn dashed and thin).
+    #[serde(default)]
+    pub evq: bool,
 }
 
 impl Series {
@@ -43,6 +48,7 @@ impl Series {
             .iter()
             .map(|&name| Series {
                 name: name.to_string(),
+                evq: false,
                 points: items
                     .iter()
                     .filter(|i| key(i) == name)
@@ -74,22 +80,36 @@ pub fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     out
 }
 
-/// A chart the report shows, and the file its PNG copy goes to.
+/// A chart the report shows, what to look at in it, and the file its PNG copy
+/// goes to.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Figure {
     /// PNG file name without `.png`, unique in the report.
     pub stem: String,
+    /// What the reader should look at (the figure's caption).
+    pub caption: String,
     /// What to draw.
     pub chart: Chart,
 }
 
 impl Figure {
-    /// A figure drawn to `stem.png`.
-    pub fn new(stem: &str, chart: Chart) -> Figure {
+    /// A figure drawn to `stem.png`, captioned.
+    pub fn new(stem: &str, caption: &str, chart: Chart) -> Figure {
         Figure {
             stem: stem.to_string(),
+            caption: caption.to_string(),
             chart,
         }
+    }
+}
+
+impl Chart {
+    /// Marks the series whose name `is_evq` says is evq's (see [`Series::evq`]).
+    pub fn evq_where(mut self, is_evq: impl Fn(&str) -> bool) -> Chart {
+        for s in &mut self.series {
+            s.evq = is_evq(&s.name);
+        }
+        self
     }
 }
 
@@ -184,6 +204,19 @@ fn bounds(chart: &Chart) -> ((f64, f64), (f64, f64)) {
     (pad(x0, x1, chart.log_x), pad(y0, y1, chart.log_y))
 }
 
+/// An axis label: whole numbers without a fraction ("1000", not "1000.0"),
+/// others with as few digits as tell them apart.
+fn tick(v: f64) -> String {
+    if v == v.round() && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     chart: &Chart,
@@ -205,10 +238,17 @@ where
             ctx.configure_mesh()
                 .x_desc(&chart.x_label)
                 .y_desc(&chart.y_label)
+                .x_labels(8)
+                .y_labels(8)
+                .x_label_formatter(&|v| tick(*v))
+                .y_label_formatter(&|v| tick(*v))
                 .label_style(("sans-serif", 13))
                 .draw()
                 .map_err(|e| e.to_string())?;
-            for (i, s) in chart.series.iter().enumerate() {
+            // Peers and baselines first, evq's lines last, on top.
+            let mut order: Vec<(usize, &Series)> = chart.series.iter().enumerate().collect();
+            order.sort_by_key(|(_, s)| s.evq);
+            for (i, s) in order {
                 let color = COLORS[i % COLORS.len()];
                 let pts: Vec<(f64, f64)> = s
                     .points
@@ -216,14 +256,38 @@ where
                     .copied()
                     .filter(|&(x, y)| (!chart.log_x || x > 0.0) && (!chart.log_y || y > 0.0))
                     .collect();
-                ctx.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                if s.evq {
+                    ctx.draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))
+                        .map_err(|e| e.to_string())?
+                        .label(s.name.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(3))
+                        });
+                    ctx.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))
+                        .map_err(|e| e.to_string())?;
+                } else {
+                    ctx.draw_series(DashedLineSeries::new(
+                        pts.clone(),
+                        7,
+                        4,
+                        color.stroke_width(2),
+                    ))
                     .map_err(|e| e.to_string())?
                     .label(s.name.clone())
                     .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                        DashedPathElement::new(
+                            vec![(x, y), (x + 22, y)],
+                            5,
+                            3,
+                            color.stroke_width(2),
+                        )
                     });
-                ctx.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+                    ctx.draw_series(
+                        pts.into_iter()
+                            .map(|p| Circle::new(p, 3, color.stroke_width(1))),
+                    )
                     .map_err(|e| e.to_string())?;
+                }
             }
             ctx.configure_series_labels()
                 .background_style(WHITE.mix(0.85))
@@ -274,5 +338,18 @@ pub fn render(chart: &Chart, dir: &Path, file_stem: &str) -> PlotRecord {
         title: chart.title.clone(),
         png,
         svg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick;
+
+    #[test]
+    fn ticks_are_short() {
+        assert_eq!(tick(1000.0), "1000");
+        assert_eq!(tick(0.25), "0.25");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(tick(12.34), "12.3");
     }
 }

@@ -166,6 +166,7 @@ fn figures(r: &Records) -> Vec<Figure> {
             series.retain(|s| !s.points.is_empty());
             Figure::new(
                 &format!("bench-c-a{a}"),
+                "Time per run of the chain, lower is better. The epoll-based loops (evq-epoll and every peer) stay flat as idle pipes grow; evq-poll and evq-select climb. evq's backends are solid, the peer libraries and crates dashed.",
                 Chart {
                     title: format!(
                         "bench.c chain: time per run, {a} active, {} writes",
@@ -176,7 +177,7 @@ fn figures(r: &Records) -> Vec<Figure> {
                     log_x: true,
                     log_y: true,
                     series,
-                },
+                }.evq_where(|n| n.starts_with("evq")),
             )
         })
         .collect()

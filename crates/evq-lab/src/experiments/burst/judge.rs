@@ -28,6 +28,7 @@ pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
         commands: vec![format!("evq load --server 127.0.0.1 --port P --num-conns {num_conns} --num-calls 2 --rate {rate} --hog --timeout 5")],
         figures: vec![Figure::new(
             "burst",
+            "Reply rate of each backend in each repetition of the burst, higher is better: RT signals would fall below epoll if their queue overflowed.",
             Chart {
                 title: format!(
                     "Burst: reply rate per backend ({num_conns} conns × 2 calls at {rate}/s)"
@@ -39,7 +40,7 @@ pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
                 series: Series::named(&names, &r.points, |p: &Point| p.backend.as_str(), |p| {
                     Some((p.rep as f64 + 1.0, p.reply_rate_avg))
                 }),
-            },
+            }.evq_where(|_| true),
         )],
     }
 }

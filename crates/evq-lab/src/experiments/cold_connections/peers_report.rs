@@ -12,6 +12,7 @@ pub(super) fn figures(v: &View) -> Vec<Figure> {
     let plan = &v.r.plan;
     let line = |n: &str, xs: &[usize], at: &dyn Fn(usize) -> Option<f64>| Series {
         name: n.to_string(),
+        evq: false,
         points: xs
             .iter()
             .filter_map(|&x| at(x).map(|r| (x as f64, r)))
@@ -19,6 +20,7 @@ pub(super) fn figures(v: &View) -> Vec<Figure> {
     };
     let mut figures = vec![Figure::new(
         "cold-connections-peers",
+        "evq serve (solid) against nginx, h2o and lighttpd (dashed), same files, one worker each, higher is better: a line that falls as cold connections grow pays for idle connections.",
         Chart {
             title: format!(
                 "replies/s vs cold connections, {} B files, one worker each (median)",
@@ -33,11 +35,12 @@ pub(super) fn figures(v: &View) -> Vec<Figure> {
                 .iter()
                 .map(|n| line(n, &plan.colds, &|c| v.med(n, c, v.big, rps)))
                 .collect(),
-        },
+        }.evq_where(|n| n == "evq"),
     )];
     if plan.sizes.len() > 1 {
         figures.push(Figure::new(
             "cold-connections-peers-sizes",
+            "Replies/s by file size with no cold connections, higher is better: evq serve (solid) against the peer servers (dashed).",
             Chart {
                 title: format!(
                     "replies/s per file size at {} cold connections (median)",
@@ -52,7 +55,7 @@ pub(super) fn figures(v: &View) -> Vec<Figure> {
                     .iter()
                     .map(|n| line(n, &plan.sizes, &|s| v.med(n, v.lo, s, rps)))
                     .collect(),
-            },
+            }.evq_where(|n| n == "evq"),
         ));
     }
     figures

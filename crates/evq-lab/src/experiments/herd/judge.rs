@@ -175,6 +175,7 @@ fn figures(r: &Sweep<Plan, Run>) -> Vec<Figure> {
     vec![
         Figure::new(
             "herd-throughput",
+            "Requests/s of each server design by client count, higher is better: evq's wake-one with rotation (solid) should match or beat blocking in accept (serv02); the other designs are dashed.",
             Chart {
                 title: format!("Requests/s by design ({} workers)", r.plan.workers),
                 x_label: "concurrent clients".into(),
@@ -182,10 +183,11 @@ fn figures(r: &Sweep<Plan, Run>) -> Vec<Figure> {
                 log_x,
                 log_y: false,
                 series: series(|x| x.requests_per_s),
-            },
+            }.evq_where(|n| n.contains("kone-")),
         ),
         Figure::new(
             "herd-sleeps",
+            "Context switches per connection, lower is better: without wake-one (serv02l-k) every waiting worker is woken for each connection; evq's wake-one (solid) wakes one.",
             Chart {
                 title: "Voluntary sleeps per connection (the herd)".into(),
                 x_label: "concurrent clients".into(),
@@ -193,7 +195,7 @@ fn figures(r: &Sweep<Plan, Run>) -> Vec<Figure> {
                 log_x,
                 log_y: false,
                 series: series(|x| x.sleeps_per_conn),
-            },
+            }.evq_where(|n| n.contains("kone-")),
         ),
     ]
 }

@@ -28,6 +28,7 @@ pub(super) fn figures(r: &Records) -> Vec<Figure> {
     vec![
         Figure::new(
             "load-client-rate",
+            "Each client's reply rate from the same nginx, run by run, higher is better: evq load (solid) against httperf and wrk (dashed).",
             Chart {
                 title: format!(
                     "Reply rate per client from one nginx worker ({} B file), each run",
@@ -38,10 +39,11 @@ pub(super) fn figures(r: &Records) -> Vec<Figure> {
                 log_x: false,
                 log_y: false,
                 series: per_run(rate_of),
-            },
+            }.evq_where(|n| n.starts_with("evq")),
         ),
         Figure::new(
             "load-client-cpu",
+            "Each client's CPU per reply, run by run, lower is better: evq load (solid) against httperf and wrk (dashed).",
             Chart {
                 title: "Client CPU per reply (wait4 rusage, user + system), each run".into(),
                 x_label: "run (clients alternate within each)".into(),
@@ -49,7 +51,7 @@ pub(super) fn figures(r: &Records) -> Vec<Figure> {
                 log_x: false,
                 log_y: false,
                 series: per_run(cpu_of),
-            },
+            }.evq_where(|n| n.starts_with("evq")),
         ),
     ]
 }

@@ -18,6 +18,7 @@ pub(super) fn figures(r: &Records, points: &[Point]) -> Vec<Figure> {
             .map(|(b, shed)| {
                 let s = series(points, b, shed);
                 Series {
+                    evq: false,
                     name: s.first().map_or_else(|| b.to_string(), |p| label(p)),
                     points: s.iter().map(|p| (p.offered_per_s, y(p))).collect(),
                 }
@@ -28,6 +29,7 @@ pub(super) fn figures(r: &Records, points: &[Point]) -> Vec<Figure> {
     vec![
         Figure::new(
             "signals-overload-throughput",
+            "Replies/s as the offered rate passes capacity: without shedding the line falls; with shedding it should level off near capacity (Graph 3).",
             Chart {
                 title: format!(
                     "evq serve under overload: replies/s vs offered rate (1 thread, {REPLY_SIZE} B)"
@@ -37,10 +39,11 @@ pub(super) fn figures(r: &Records, points: &[Point]) -> Vec<Figure> {
                 log_x: false,
                 log_y: false,
                 series: lines(|p| p.replies_per_s),
-            },
+            }.evq_where(|_| true),
         ),
         Figure::new(
             "signals-overload-errors",
+            "Failed connections as the offered rate passes capacity: with shedding they should be fewer, and mostly quick resets (Graph 4).",
             Chart {
                 title: format!(
                     "evq serve under overload: errors vs offered rate (timeout {timeout} s)"
@@ -50,7 +53,7 @@ pub(super) fn figures(r: &Records, points: &[Point]) -> Vec<Figure> {
                 log_x: false,
                 log_y: false,
                 series: lines(|p| p.error_pct),
-            },
+            }.evq_where(|_| true),
         ),
     ]
 }
