@@ -51,18 +51,51 @@ impl RunSize {
     }
 }
 
+/// Where a measurement reports how far it is: it announces the steps it will
+/// take, then takes them one by one, each with a line saying what it does.
+pub trait Progress: Sync {
+    /// `steps` more steps are coming.
+    fn expect(&self, steps: u64);
+    /// One step begins; `line` says what it does.
+    fn step(&self, line: &str);
+}
+
+/// No progress shown.
+impl Progress for () {
+    fn expect(&self, _: u64) {}
+    fn step(&self, _: &str) {}
+}
+
+/// A bar per scenario: its length grows as parts announce their steps, and
+/// indicatif estimates the time left from the steps taken so far.
+impl Progress for indicatif::ProgressBar {
+    fn expect(&self, steps: u64) {
+        self.inc_length(steps);
+    }
+    fn step(&self, line: &str) {
+        // The step that just began is not done: the position counts finished
+        // ones, so the first step shows 0 of N.
+        if self.message().is_empty() {
+            self.set_message(line.to_string());
+        } else {
+            self.inc(1);
+            self.set_message(line.to_string());
+        }
+    }
+}
+
 /// What a measurement is given besides its plan.
 pub struct Ctx<'a> {
     /// Scratch space in the report directory (bench-c builds its peers there).
     pub out_dir: &'a Path,
     /// The programs it may start.
     pub tools: &'a Tools,
-    progress: &'a (dyn Fn(&str) + Sync),
+    progress: &'a dyn Progress,
 }
 
 impl<'a> Ctx<'a> {
-    /// A context whose progress lines go to `progress`.
-    pub fn new(out_dir: &'a Path, tools: &'a Tools, progress: &'a (dyn Fn(&str) + Sync)) -> Self {
+    /// A context reporting its steps to `progress`.
+    pub fn new(out_dir: &'a Path, tools: &'a Tools, progress: &'a dyn Progress) -> Self {
         Ctx {
             out_dir,
             tools,
@@ -70,9 +103,15 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Says what the measurement is doing now (the progress line).
-    pub fn progress(&self, line: &str) {
-        (self.progress)(line);
+    /// `steps` more steps are coming (a part of the measurement announces its
+    /// own once it knows them).
+    pub fn expect(&self, steps: usize) {
+        self.progress.expect(steps as u64);
+    }
+
+    /// One step begins; `line` says what it does.
+    pub fn step(&self, line: &str) {
+        self.progress.step(line);
     }
 }
 

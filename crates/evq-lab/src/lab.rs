@@ -7,7 +7,7 @@ use crate::experiments;
 use crate::machine;
 use crate::record::{ExperimentRecord, LabResults, RawExperiment, RawRun, RAW_FORMAT};
 use crate::tools::Tools;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -76,16 +76,20 @@ pub fn run(opts: &LabOptions) -> io::Result<LabResults> {
         command: opts.command_line.clone(),
         experiments: Vec::new(),
     };
-    let style =
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {prefix:<17} {wide_msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    let bars = MultiProgress::new();
+    let style = ProgressStyle::with_template(
+        "{prefix:<20} [{bar:24}] {pos:>3}/{len:<3} {elapsed:>4} ~{eta:<4} left  {wide_msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
     for (i, scenario) in chosen.iter().enumerate() {
-        let bar = ProgressBar::new_spinner()
-            .with_style(style.clone())
-            .with_prefix(format!("{}/{} {}", i + 1, chosen.len(), scenario.name()));
-        bar.enable_steady_tick(Duration::from_millis(200));
-        let progress = |line: &str| bar.set_message(line.to_string());
-        let ctx = Ctx::new(&opts.out, &tools, &progress);
+        let bar = bars.add(
+            ProgressBar::new(0)
+                .with_style(style.clone())
+                .with_prefix(format!("{}/{} {}", i + 1, chosen.len(), scenario.name())),
+        );
+        bar.enable_steady_tick(Duration::from_millis(500));
+        let ctx = Ctx::new(&opts.out, &tools, &bar);
         let started = Instant::now();
         let outcome = Outcome::of(scenario.measure_raw(opts.size, &ctx));
         let seconds = started.elapsed().as_secs_f64();

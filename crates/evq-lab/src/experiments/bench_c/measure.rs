@@ -197,10 +197,12 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             .map(|(name, bin)| Contender::C(name.clone(), bin.clone())),
     );
     contenders.extend(RustPeer::ALL.iter().map(|&p| Contender::Rust(p)));
+    let pairs = |n: &usize| plan.actives.iter().filter(|&&a| a <= *n).count();
+    ctx.expect(plan.ns.iter().map(pairs).sum());
     let mut points = Vec::new();
     for &n in &plan.ns {
         for &a in plan.actives.iter().filter(|&&a| a <= n) {
-            ctx.progress(&format!("n={n} a={a} w={}", plan.w));
+            ctx.step(&format!("n={n} a={a} w={}", plan.w));
             points.extend(one_point(&plan, &contenders, n, a)?);
         }
     }

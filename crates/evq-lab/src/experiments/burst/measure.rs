@@ -12,11 +12,12 @@ use std::time::Duration;
 pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
     crate::resources::raise_nofile()?;
     let (num_conns, rate, reps) = (plan.num_conns, plan.rate, plan.reps);
+    ctx.expect(reps * plan.backends.len());
     let mut points = Vec::new();
     for rep in 0..reps {
         for step in 0..plan.backends.len() {
             let kind: BackendKind = plan.backends[(step + rep) % plan.backends.len()].parse()?;
-            ctx.progress(&format!(
+            ctx.step(&format!(
                 "rep {}/{reps} {kind}: {num_conns} connections × 2 calls at {rate}/s",
                 rep + 1
             ));

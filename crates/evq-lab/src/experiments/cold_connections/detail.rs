@@ -186,7 +186,7 @@ fn rig(kind: BackendKind, plan: &Plan, ctx: &Ctx) -> io::Result<Rig> {
     let runs = (plan.rates.len() * plan.backends.len()) as u64;
     let hold_for = runs * (Duration::from_secs_f64(plan.point_s).as_secs() + 5) + 60;
     let cold = DeadConnections::start(ctx.tools, server.addr().port(), plan.cold, hold_for)?;
-    ctx.progress(&format!("{kind}: opening {} cold connections", plan.cold));
+    ctx.step(&format!("{kind}: opening {} cold connections", plan.cold));
     match require_open(
         &server,
         plan.cold,
@@ -213,6 +213,7 @@ fn rig(kind: BackendKind, plan: &Plan, ctx: &Ctx) -> io::Result<Rig> {
 pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     crate::resources::raise_nofile()?;
     let loadavg_before = crate::procinfo::loadavg();
+    ctx.expect(plan.backends.len() * (1 + plan.rates.len()));
     let mut rigs = Vec::new();
     for name in &plan.backends {
         rigs.push(rig(name.parse()?, &plan, ctx)?);
@@ -222,7 +223,7 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     for (step, &rate) in plan.rates.iter().enumerate() {
         for k in 0..rigs.len() {
             let r = &rigs[(k + step) % rigs.len()];
-            ctx.progress(&format!(
+            ctx.step(&format!(
                 "{}: {} cold connections, {rate} requests/s offered",
                 r.kind, plan.cold
             ));

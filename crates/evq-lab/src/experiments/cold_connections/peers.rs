@@ -220,6 +220,7 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         root: &root,
         load_for: Duration::from_secs_f64(plan.load_s),
     };
+    ctx.expect(plan.repeats * plan.sizes.len() * plan.colds.len() * servers.len());
     let mut points: Vec<Point> = Vec::new();
     let mut stalled: BTreeMap<(&'static str, usize), String> = BTreeMap::new();
     for repeat in 0..plan.repeats {
@@ -235,6 +236,10 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
                         size,
                     };
                     if let Some(why) = stalled.get(&(server.name(), cold)) {
+                        ctx.step(&format!(
+                            "peers: {} at {cold} skipped: {why}",
+                            server.name()
+                        ));
                         points.push(Point {
                             skipped: Some(why.clone()),
                             ..skipped_point(at)
@@ -294,7 +299,7 @@ impl Rig<'_> {
     /// Measures the point up to `attempts` times while other processes disturb
     /// it, keeping the least disturbed attempt.
     fn least_disturbed(&self, at: At, attempts: usize) -> Point {
-        self.ctx.progress(&format!(
+        self.ctx.step(&format!(
             "peers: {} with {} cold connections, {} B files (repeat {})",
             at.server.name(),
             at.cold,

@@ -70,12 +70,13 @@ pub fn plan(size: RunSize) -> Plan {
 pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     crate::resources::raise_nofile()?;
     let load_for = Duration::from_secs_f64(plan.load_s);
+    ctx.expect(plan.reply_sizes.len() * plan.colds.len() * plan.backends.len());
     let mut points = Vec::new();
     for &reply in &plan.reply_sizes {
         for &cold in &plan.colds {
             for name in &plan.backends {
                 let kind: BackendKind = name.parse()?;
-                ctx.progress(&format!(
+                ctx.step(&format!(
                     "{kind}: {cold} cold connections, {reply} B replies"
                 ));
                 points.push(point(ctx, kind, cold, reply, load_for)?);

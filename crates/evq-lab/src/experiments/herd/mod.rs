@@ -91,7 +91,8 @@ impl Experiment for Herd {
             requests_per_client: None,
             run_timeout: Duration::from_secs(30),
         };
-        ctx.progress(&format!(
+        ctx.expect(1);
+        ctx.step(&format!(
             "{} designs × {:?} clients, {} requests each",
             plan.designs.len(),
             plan.concurrency,

@@ -53,12 +53,13 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let server = PeerServer::start(PeerServerKind::Nginx, &root, 1)?;
     let port = server.addr().port();
     let s = &records.plan;
+    ctx.expect(s.repeats * (Client::ALL.len() - records.not_run.len()));
     for repeat in 1..=s.repeats {
         for client in Client::ALL {
             let Ok(prog) = program(client, ctx) else {
                 continue;
             };
-            ctx.progress(&format!(
+            ctx.step(&format!(
                 "{} ({} loop), run {repeat} of {}",
                 client.name(),
                 client.mode(),

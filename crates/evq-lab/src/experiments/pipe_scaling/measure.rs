@@ -14,7 +14,10 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         reps: plan.reps,
         ..Config::default()
     };
-    let main = pipebench::measure(&config, |line| ctx.progress(line))?;
+    // pipebench reports each contender's run: the raw C floor's three and evq's.
+    let contenders = 3 + evq::BackendKind::candidates().len();
+    ctx.expect(plan.fds.len() * plan.reps * contenders);
+    let main = pipebench::measure(&config, |line| ctx.step(line))?;
     let pipes = pipe_sweep(ctx, &plan, &main)?;
     Ok(Records { plan, main, pipes })
 }
@@ -39,6 +42,13 @@ fn pipe_sweep(ctx: &Ctx, plan: &Plan, main: &[PipebenchRecord]) -> io::Result<Pi
             .map(|k| k.to_string())
             .collect()
     };
+    let with_signals = if signal_names.is_empty() {
+        0
+    } else {
+        // raw-none, raw-poll, raw-epoll, the RT-signal backends and epoll.
+        3 + signal_names.len() + 1
+    };
+    ctx.expect(sizes.len() * plan.reps * (with_signals + 1));
     let mut records = Vec::new();
     if !signal_names.is_empty() {
         let mut backends = signal_names.clone();
@@ -53,7 +63,7 @@ fn pipe_sweep(ctx: &Ctx, plan: &Plan, main: &[PipebenchRecord]) -> io::Result<Pi
             seed: 0x5eed_2000,
             ..Config::default()
         };
-        for mut r in pipebench::measure(&config, |line| ctx.progress(&format!("pipes: {line}")))? {
+        for mut r in pipebench::measure(&config, |line| ctx.step(&format!("pipes: {line}")))? {
             match r.backend.as_str() {
                 "raw-epoll" | "rtsig" | "rtsig-bulk" => {}
                 "epoll" => r.backend = PIPE_EPOLL.into(),
@@ -82,7 +92,7 @@ fn devpoll_sweep(ctx: &Ctx, sizes: &[usize], plan: &Plan) -> io::Result<Vec<Pipe
     for &n in sizes {
         let mut samples = Vec::with_capacity(reps);
         for rep in 0..reps {
-            ctx.progress(&format!(
+            ctx.step(&format!(
                 "pipes: fds {n:>6}  rep {}/{reps}  {DEVPOLL}",
                 rep + 1
             ));

@@ -17,11 +17,12 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
         1024,
     ))?;
     let load_for = Duration::from_secs_f64(plan.load_s);
+    ctx.expect(plan.colds.len() * plan.backends.len());
     let mut points = Vec::new();
     for &cold in &plan.colds {
         for name in &plan.backends {
             let kind: BackendKind = name.parse()?;
-            ctx.progress(&format!("proxy on {kind}: {cold} cold connections"));
+            ctx.step(&format!("proxy on {kind}: {cold} cold connections"));
             points.push(point(ctx, kind, origin.addr(), cold, load_for)?);
         }
     }

@@ -221,10 +221,11 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             "none of the backends is available here",
         ));
     }
+    ctx.expect(kinds.len() + plan.reps * plan.multiples.len() * 2 * kinds.len());
     let mut probes = Vec::new();
     let mut refusals = Vec::new();
     for &kind in &kinds {
-        ctx.progress(&format!("overload: capacity probe on {kind}"));
+        ctx.step(&format!("overload: capacity probe on {kind}"));
         probes.push(probe(
             kind,
             Duration::from_secs_f64(plan.probe_s),
@@ -262,7 +263,7 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         for (step, &(m, rate)) in rates.iter().enumerate() {
             for i in 0..combos.len() {
                 let (kind, shed) = combos[(i + step + rep) % combos.len()];
-                ctx.progress(&format!(
+                ctx.step(&format!(
                     "overload: run {}/{} {kind} shed {} at {rate:.0}/s ({m}× capacity)",
                     rep + 1,
                     plan.reps,

@@ -86,6 +86,7 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         })
         .collect();
     let (reps, rounds) = (plan.reps, plan.rounds);
+    ctx.expect(reps * points.len());
     let mut read_floor_runs = Vec::new();
     for rep in 0..reps {
         read_floor_runs.push(read_floor(&probes, rounds)?);
@@ -93,7 +94,7 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         for step in 0..len {
             let p = &mut points[(step + rep) % len];
             let kind: BackendKind = p.backend.parse()?;
-            ctx.progress(&format!("rep {}/{reps} {kind} batch {}", rep + 1, p.batch));
+            ctx.step(&format!("rep {}/{reps} {kind} batch {}", rep + 1, p.batch));
             p.runs.push(burst(kind, &probes, p.batch, rounds)?);
         }
     }
