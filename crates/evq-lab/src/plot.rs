@@ -104,6 +104,18 @@ impl Figure {
 }
 
 impl Chart {
+    /// A chart with linear axes.
+    pub fn linear(title: String, x_label: &str, y_label: &str, series: Vec<Series>) -> Chart {
+        Chart {
+            title,
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            log_x: false,
+            log_y: false,
+            series,
+        }
+    }
+
     /// Marks the series whose name `is_evq` says is evq's (see [`Series::evq`]).
     pub fn evq_where(mut self, is_evq: impl Fn(&str) -> bool) -> Chart {
         for s in &mut self.series {

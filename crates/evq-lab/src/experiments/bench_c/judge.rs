@@ -5,6 +5,9 @@ use crate::experiment::Judged;
 use crate::plot::{distinct, Chart, Figure, Series};
 use crate::verdict::ClaimCheck;
 
+/// What to look at in the figure `bench_c_a`.
+const CAPTION_BENCH_C_A: &str = "Time per run of the chain, lower is better. The epoll-based loops (evq-epoll and every peer) stay flat as idle pipes grow; evq-poll and evq-select climb. evq's backends are solid, the peer libraries and crates dashed.";
+
 const FLAT: &str = "epoll-based loops cost (nearly) the same per run as idle pipes grow, while poll-based ones grow (SEEDS 002's dead-pipe runs)";
 const VS_C: &str =
     "evq (epoll) is at least as fast as libev, libevent and libuv on the same chain (evq's claim)";
@@ -166,7 +169,7 @@ fn figures(r: &Records) -> Vec<Figure> {
             series.retain(|s| !s.points.is_empty());
             Figure::new(
                 &format!("bench-c-a{a}"),
-                "Time per run of the chain, lower is better. The epoll-based loops (evq-epoll and every peer) stay flat as idle pipes grow; evq-poll and evq-select climb. evq's backends are solid, the peer libraries and crates dashed.",
+                CAPTION_BENCH_C_A,
                 Chart {
                     title: format!(
                         "bench.c chain: time per run, {a} active, {} writes",
@@ -177,7 +180,8 @@ fn figures(r: &Records) -> Vec<Figure> {
                     log_x: true,
                     log_y: true,
                     series,
-                }.evq_where(|n| n.starts_with("evq")),
+                }
+                .evq_where(|n| n.starts_with("evq")),
             )
         })
         .collect()

@@ -5,6 +5,9 @@ use crate::experiment::{Judged, Sweep};
 use crate::plot::{Chart, Figure, Series};
 use crate::verdict::ClaimCheck;
 
+/// What to look at in the figure `burst`.
+const CAPTION_BURST: &str = "Reply rate of each backend in each repetition of the burst, higher is better: RT signals would fall below epoll if their queue overflowed.";
+
 const QUEUE_FILLS: &str =
     "RT signals suffer in the burst test because the signal queue fills; epoll does not";
 const ALL_SERVE: &str = "every mechanism serves the burst (the seed's servers completed the run; only their speed differed)";
@@ -22,26 +25,27 @@ pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
         ));
     }
     let names: Vec<&str> = r.plan.backends.iter().map(String::as_str).collect();
+    let figure = Figure::new(
+        "burst",
+        CAPTION_BURST,
+        Chart::linear(
+            format!("Burst: reply rate per backend ({num_conns} conns × 2 calls at {rate}/s)"),
+            "repetition",
+            "replies/s",
+            Series::named(
+                &names,
+                &r.points,
+                |p: &Point| p.backend.as_str(),
+                |p| Some((p.rep as f64 + 1.0, p.reply_rate_avg)),
+            ),
+        )
+        .evq_where(|_| true),
+    );
     Judged {
         checks: vec![queue_fills(r), all_serve(r)],
         notes,
         commands: vec![format!("evq load --server 127.0.0.1 --port P --num-conns {num_conns} --num-calls 2 --rate {rate} --hog --timeout 5")],
-        figures: vec![Figure::new(
-            "burst",
-            "Reply rate of each backend in each repetition of the burst, higher is better: RT signals would fall below epoll if their queue overflowed.",
-            Chart {
-                title: format!(
-                    "Burst: reply rate per backend ({num_conns} conns × 2 calls at {rate}/s)"
-                ),
-                x_label: "repetition".into(),
-                y_label: "replies/s".into(),
-                log_x: false,
-                log_y: false,
-                series: Series::named(&names, &r.points, |p: &Point| p.backend.as_str(), |p| {
-                    Some((p.rep as f64 + 1.0, p.reply_rate_avg))
-                }),
-            }.evq_where(|_| true),
-        )],
+        figures: vec![figure],
     }
 }
 

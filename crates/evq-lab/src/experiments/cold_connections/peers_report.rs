@@ -7,55 +7,63 @@ use crate::plot::{Chart, Figure, Series};
 use crate::stats::{spread, Spread};
 use std::time::Duration;
 
+const BY_COLD: &str = "evq serve (solid) against nginx, h2o and lighttpd (dashed), same files, one worker each, higher is better: a line that falls as cold connections grow pays for idle connections.";
+const BY_SIZE: &str = "Replies/s by file size with no cold connections, higher is better: evq serve (solid) against the peer servers (dashed).";
+
 /// Replies/s against cold connections, and (with several sizes) against size.
 pub(super) fn figures(v: &View) -> Vec<Figure> {
     let plan = &v.r.plan;
-    let line = |n: &str, xs: &[usize], at: &dyn Fn(usize) -> Option<f64>| Series {
-        name: n.to_string(),
-        evq: false,
-        points: xs
+    // A replies/s chart with a line per server over `xs`, evq's solid.
+    let chart = |stem: &str,
+                 caption: &str,
+                 title: String,
+                 x_label: &str,
+                 xs: &[usize],
+                 at: &dyn Fn(&str, usize) -> Option<f64>| {
+        let series = v
+            .names
             .iter()
-            .filter_map(|&x| at(x).map(|r| (x as f64, r)))
-            .collect(),
-    };
-    let mut figures = vec![Figure::new(
-        "cold-connections-peers",
-        "evq serve (solid) against nginx, h2o and lighttpd (dashed), same files, one worker each, higher is better: a line that falls as cold connections grow pays for idle connections.",
-        Chart {
-            title: format!(
-                "replies/s vs cold connections, {} B files, one worker each (median)",
-                v.big
-            ),
-            x_label: "cold (idle) connections".into(),
+            .map(|&n| Series {
+                name: n.to_string(),
+                evq: n == "evq",
+                points: xs
+                    .iter()
+                    .filter_map(|&x| at(n, x).map(|r| (x as f64, r)))
+                    .collect(),
+            })
+            .collect();
+        let chart = Chart {
+            title,
+            x_label: x_label.into(),
             y_label: "replies/s".into(),
             log_x: false,
             log_y: false,
-            series: v
-                .names
-                .iter()
-                .map(|n| line(n, &plan.colds, &|c| v.med(n, c, v.big, rps)))
-                .collect(),
-        }.evq_where(|n| n == "evq"),
+            series,
+        };
+        Figure::new(stem, caption, chart)
+    };
+    let mut figures = vec![chart(
+        "cold-connections-peers",
+        BY_COLD,
+        format!(
+            "replies/s vs cold connections, {} B files, one worker each (median)",
+            v.big
+        ),
+        "cold (idle) connections",
+        &plan.colds,
+        &|n, c| v.med(n, c, v.big, rps),
     )];
     if plan.sizes.len() > 1 {
-        figures.push(Figure::new(
+        figures.push(chart(
             "cold-connections-peers-sizes",
-            "Replies/s by file size with no cold connections, higher is better: evq serve (solid) against the peer servers (dashed).",
-            Chart {
-                title: format!(
-                    "replies/s per file size at {} cold connections (median)",
-                    v.lo
-                ),
-                x_label: "file size (bytes)".into(),
-                y_label: "replies/s".into(),
-                log_x: false,
-                log_y: false,
-                series: v
-                    .names
-                    .iter()
-                    .map(|n| line(n, &plan.sizes, &|s| v.med(n, v.lo, s, rps)))
-                    .collect(),
-            }.evq_where(|n| n == "evq"),
+            BY_SIZE,
+            format!(
+                "replies/s per file size at {} cold connections (median)",
+                v.lo
+            ),
+            "file size (bytes)",
+            &plan.sizes,
+            &|n, s| v.med(n, v.lo, s, rps),
         ));
     }
     figures

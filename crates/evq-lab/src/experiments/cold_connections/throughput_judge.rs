@@ -5,6 +5,9 @@ use crate::experiment::Judged;
 use crate::plot::{Chart, Figure, Series};
 use crate::verdict::ClaimCheck;
 
+/// What to look at in the figure `cold_connections`.
+const CAPTION_COLD_CONNECTIONS: &str = "Replies/s of evq serve on each backend as idle connections are added, higher is better: the event API (epoll, uring, RT signals) should keep its rate while select and poll fall (Figure 8).";
+
 pub(super) const FLAT: &str = "throughput with the explicit event API stays flat as cold connections grow (0–2,000), while select's falls (Figure 8)";
 pub(super) const RT_FLAT: &str = "epoll and RT signals stay flat over dead connections; poll (and /dev/poll) degrade (SEEDS 002)";
 
@@ -60,6 +63,21 @@ pub(super) fn judge(r: &Records) -> Judged {
         |q: &Point| q.backend.as_str(),
         |q| (q.reply_size == reply).then_some((q.cold as f64, q.replies_per_s)),
     );
+    let figure = Figure::new(
+        "cold-connections",
+        CAPTION_COLD_CONNECTIONS,
+        Chart {
+            title: format!(
+                "evq serve throughput vs cold connections ({reply} B replies, 1 thread)"
+            ),
+            x_label: "cold (idle) connections".into(),
+            y_label: "replies/s".into(),
+            log_x: false,
+            log_y: false,
+            series,
+        }
+        .evq_where(|_| true),
+    );
     Judged {
         checks: vec![flat, rt_flat],
         notes: vec![format!(
@@ -71,19 +89,6 @@ pub(super) fn judge(r: &Records) -> Judged {
             format!("evq dead --port P --connections N --source 127.0.0.2   (N in {:?})", p.colds),
             format!("evq load --port P --connections 32 --duration {}", p.load_s),
         ],
-        figures: vec![Figure::new(
-            "cold-connections",
-            "Replies/s of evq serve on each backend as idle connections are added, higher is better: the event API (epoll, uring, RT signals) should keep its rate while select and poll fall (Figure 8).",
-            Chart {
-                title: format!(
-                    "evq serve throughput vs cold connections ({reply} B replies, 1 thread)"
-                ),
-                x_label: "cold (idle) connections".into(),
-                y_label: "replies/s".into(),
-                log_x: false,
-                log_y: false,
-                series,
-            }.evq_where(|_| true),
-        )],
+        figures: vec![figure],
     }
 }

@@ -5,6 +5,11 @@ use crate::experiment::{Judged, Sweep};
 use crate::plot::{Chart, Figure, Series};
 use crate::verdict::ClaimCheck;
 
+/// What to look at in the figure `herd_throughput`.
+const CAPTION_HERD_THROUGHPUT: &str = "Requests/s of each server design by client count, higher is better: evq's wake-one with rotation (solid) should match or beat blocking in accept (serv02); the other designs are dashed.";
+/// What to look at in the figure `herd_sleeps`.
+const CAPTION_HERD_SLEEPS: &str = "Context switches per connection, lower is better: without wake-one (serv02l-k) every waiting worker is woken for each connection; evq's wake-one (solid) wakes one.";
+
 const WAKE_ONE: &str = "a prefork server waiting with EV_WAKEONE matches or beats one blocking in accept (8 clients: 139,347 vs 136,439 ms; 32 and 128: as fast or faster)";
 const HERD: &str = "without wake-one, every process waiting on the listening socket is woken for each connection (the thundering herd); EV_WAKEONE wakes one";
 const ROTATION: &str = "EV_WAKEONE without rotation lets one process do all the work; moving the woken knote to the end of the list (mkII) spreads it";
@@ -175,7 +180,7 @@ fn figures(r: &Sweep<Plan, Run>) -> Vec<Figure> {
     vec![
         Figure::new(
             "herd-throughput",
-            "Requests/s of each server design by client count, higher is better: evq's wake-one with rotation (solid) should match or beat blocking in accept (serv02); the other designs are dashed.",
+            CAPTION_HERD_THROUGHPUT,
             Chart {
                 title: format!("Requests/s by design ({} workers)", r.plan.workers),
                 x_label: "concurrent clients".into(),
@@ -183,11 +188,12 @@ fn figures(r: &Sweep<Plan, Run>) -> Vec<Figure> {
                 log_x,
                 log_y: false,
                 series: series(|x| x.requests_per_s),
-            }.evq_where(|n| n.contains("kone-")),
+            }
+            .evq_where(|n| n.contains("kone-")),
         ),
         Figure::new(
             "herd-sleeps",
-            "Context switches per connection, lower is better: without wake-one (serv02l-k) every waiting worker is woken for each connection; evq's wake-one (solid) wakes one.",
+            CAPTION_HERD_SLEEPS,
             Chart {
                 title: "Voluntary sleeps per connection (the herd)".into(),
                 x_label: "concurrent clients".into(),
@@ -195,7 +201,8 @@ fn figures(r: &Sweep<Plan, Run>) -> Vec<Figure> {
                 log_x,
                 log_y: false,
                 series: series(|x| x.sleeps_per_conn),
-            }.evq_where(|n| n.contains("kone-")),
+            }
+            .evq_where(|n| n.contains("kone-")),
         ),
     ]
 }

@@ -7,6 +7,11 @@ use super::{Client, Records, Run};
 use crate::plot::{Chart, Figure, Series};
 use crate::stats::Spread;
 
+/// What to look at in the figure `load_client_rate`.
+const CAPTION_LOAD_CLIENT_RATE: &str = "Each client's reply rate from the same nginx, run by run, higher is better: evq load (solid) against httperf and wrk (dashed).";
+/// What to look at in the figure `load_client_cpu`.
+const CAPTION_LOAD_CLIENT_CPU: &str = "Each client's CPU per reply, run by run, lower is better: evq load (solid) against httperf and wrk (dashed).";
+
 /// Reply rate and CPU per reply, each run.
 pub(super) fn figures(r: &Records) -> Vec<Figure> {
     let per_run = |f: fn(&Run) -> Option<f64>| -> Vec<Series> {
@@ -28,7 +33,7 @@ pub(super) fn figures(r: &Records) -> Vec<Figure> {
     vec![
         Figure::new(
             "load-client-rate",
-            "Each client's reply rate from the same nginx, run by run, higher is better: evq load (solid) against httperf and wrk (dashed).",
+            CAPTION_LOAD_CLIENT_RATE,
             Chart {
                 title: format!(
                     "Reply rate per client from one nginx worker ({} B file), each run",
@@ -39,11 +44,12 @@ pub(super) fn figures(r: &Records) -> Vec<Figure> {
                 log_x: false,
                 log_y: false,
                 series: per_run(rate_of),
-            }.evq_where(|n| n.starts_with("evq")),
+            }
+            .evq_where(|n| n.starts_with("evq")),
         ),
         Figure::new(
             "load-client-cpu",
-            "Each client's CPU per reply, run by run, lower is better: evq load (solid) against httperf and wrk (dashed).",
+            CAPTION_LOAD_CLIENT_CPU,
             Chart {
                 title: "Client CPU per reply (wait4 rusage, user + system), each run".into(),
                 x_label: "run (clients alternate within each)".into(),
@@ -51,7 +57,8 @@ pub(super) fn figures(r: &Records) -> Vec<Figure> {
                 log_x: false,
                 log_y: false,
                 series: per_run(cpu_of),
-            }.evq_where(|n| n.starts_with("evq")),
+            }
+            .evq_where(|n| n.starts_with("evq")),
         ),
     ]
 }

@@ -6,6 +6,13 @@ use crate::pipebench::{find, PipebenchRecord};
 use crate::plot::{Chart, Figure, Series};
 use crate::verdict::ClaimCheck;
 
+/// What to look at in the figure `pipe_scaling`.
+const CAPTION_PIPE_SCALING: &str = "Lower is cheaper. poll's and select's cost per event climbs with the descriptors watched; epoll and uring stay nearly flat, as the raw C epoll loop does. evq's backends are solid, the raw C loops (raw-none, raw-poll, raw-epoll) dashed.";
+/// What to look at in the figure `pipe_scaling_pipes`.
+const CAPTION_PIPE_SCALING_PIPES: &str = "On pipes: the RT-signal backends and the /dev/poll personality should each stay nearly flat as descriptors grow (a cost per event, not per descriptor). evq is solid, the raw C epoll loop dashed.";
+/// What to look at in the figure `pipe_scaling_cpu`.
+const CAPTION_PIPE_SCALING_CPU: &str = "Where the time goes (log scale): the raw C poll loop's user time (scanning results) and system time both grow with descriptors; evq's epoll (solid) stays flat in both.";
+
 /// The seed's ratio poll/devpoll at 10,000 descriptors (147,926 ms / 2,573 ms).
 const SEED_RATIO_AT_10K: f64 = 147_926.0 / 2_573.0;
 
@@ -274,7 +281,7 @@ fn figures(r: &Records) -> Vec<Figure> {
         |f: fn(&PipebenchRecord) -> f64| move |p: &PipebenchRecord| Some((p.fds as f64, f(p)));
     let mut figures = vec![Figure::new(
         "pipe-scaling",
-        "Lower is cheaper. poll's and select's cost per event climbs with the descriptors watched; epoll and uring stay nearly flat, as the raw C epoll loop does. evq's backends are solid, the raw C loops (raw-none, raw-poll, raw-epoll) dashed.",
+        CAPTION_PIPE_SCALING,
         Chart {
             title: "Cost per event vs descriptors (devpollperf, Figure 1)".into(),
             x_label: "descriptors".into(),
@@ -282,12 +289,13 @@ fn figures(r: &Records) -> Vec<Figure> {
             log_x: true,
             log_y: true,
             series: Series::grouped(&r.main, backend, point(|p| p.ns_per_event)),
-        }.evq_where(|n| !n.starts_with("raw-")),
+        }
+        .evq_where(|n| !n.starts_with("raw-")),
     )];
     if !r.pipes.records.is_empty() {
         figures.push(Figure::new(
             "pipe-scaling-pipes",
-            "On pipes: the RT-signal backends and the /dev/poll personality should each stay nearly flat as descriptors grow (a cost per event, not per descriptor). evq is solid, the raw C epoll loop dashed.",
+            CAPTION_PIPE_SCALING_PIPES,
             Chart {
                 title: "Pipes: RT signals and the /dev/poll personality (Figure 1)".into(),
                 x_label: "descriptors (pipes)".into(),
@@ -296,7 +304,8 @@ fn figures(r: &Records) -> Vec<Figure> {
                 // Less than a decade apart: a linear axis keeps its labels.
                 log_y: false,
                 series: Series::grouped(&r.pipes.records, backend, point(|p| p.ns_per_event)),
-            }.evq_where(|n| !n.starts_with("raw-")),
+            }
+            .evq_where(|n| !n.starts_with("raw-")),
         ));
     }
     let split = ["raw-poll", "epoll"];
@@ -319,7 +328,7 @@ fn figures(r: &Records) -> Vec<Figure> {
     }
     figures.push(Figure::new(
         "pipe-scaling-cpu",
-        "Where the time goes (log scale): the raw C poll loop's user time (scanning results) and system time both grow with descriptors; evq's epoll (solid) stays flat in both.",
+        CAPTION_PIPE_SCALING_CPU,
         Chart {
             title: "User vs system time per event (Figure 2)".into(),
             x_label: "descriptors".into(),
@@ -327,7 +336,8 @@ fn figures(r: &Records) -> Vec<Figure> {
             log_x: true,
             log_y: true,
             series,
-        }.evq_where(|n| !n.starts_with("raw-")),
+        }
+        .evq_where(|n| !n.starts_with("raw-")),
     ));
     figures
 }

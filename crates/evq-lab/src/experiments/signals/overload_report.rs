@@ -4,6 +4,11 @@ use super::overload::{Point, Probe, Records, CLIENT_KEEPS_UP, PROBE_CONNECTIONS,
 use super::overload_judge::{keeps_up, series};
 use crate::plot::{Chart, Figure, Series};
 
+/// What to look at in the figure `signals_overload_throughput`.
+const CAPTION_SIGNALS_OVERLOAD_THROUGHPUT: &str = "Replies/s as the offered rate passes capacity: without shedding the line falls; with shedding it should level off near capacity (Graph 3).";
+/// What to look at in the figure `signals_overload_errors`.
+const CAPTION_SIGNALS_OVERLOAD_ERRORS: &str = "Failed connections as the offered rate passes capacity: with shedding they should be fewer, and mostly quick resets (Graph 4).";
+
 fn label(p: &Point) -> String {
     format!("{} {}", p.backend, if p.shed { "shed" } else { "no shed" })
 }
@@ -29,7 +34,7 @@ pub(super) fn figures(r: &Records, points: &[Point]) -> Vec<Figure> {
     vec![
         Figure::new(
             "signals-overload-throughput",
-            "Replies/s as the offered rate passes capacity: without shedding the line falls; with shedding it should level off near capacity (Graph 3).",
+            CAPTION_SIGNALS_OVERLOAD_THROUGHPUT,
             Chart {
                 title: format!(
                     "evq serve under overload: replies/s vs offered rate (1 thread, {REPLY_SIZE} B)"
@@ -39,11 +44,12 @@ pub(super) fn figures(r: &Records, points: &[Point]) -> Vec<Figure> {
                 log_x: false,
                 log_y: false,
                 series: lines(|p| p.replies_per_s),
-            }.evq_where(|_| true),
+            }
+            .evq_where(|_| true),
         ),
         Figure::new(
             "signals-overload-errors",
-            "Failed connections as the offered rate passes capacity: with shedding they should be fewer, and mostly quick resets (Graph 4).",
+            CAPTION_SIGNALS_OVERLOAD_ERRORS,
             Chart {
                 title: format!(
                     "evq serve under overload: errors vs offered rate (timeout {timeout} s)"
@@ -53,7 +59,8 @@ pub(super) fn figures(r: &Records, points: &[Point]) -> Vec<Figure> {
                 log_x: false,
                 log_y: false,
                 series: lines(|p| p.error_pct),
-            }.evq_where(|_| true),
+            }
+            .evq_where(|_| true),
         ),
     ]
 }

@@ -5,6 +5,9 @@ use crate::experiment::Judged;
 use crate::plot::{distinct, Chart, Figure, Series};
 use crate::verdict::ClaimCheck;
 
+/// What to look at in the figure `signals_pickup`.
+const CAPTION_SIGNALS_PICKUP: &str = "Cost per event as the batch grows, lower is better: rtsig-bulk gets cheaper with bigger batches, rtsig (one signal per call) cannot; epoll is the reference (Graphs 1–2).";
+
 pub(super) const GAINS_LITTLE: &str = "picking up 500 signals per call instead of one gains little: the server's bottleneck is processing requests, not picking up events (Graphs 1–2)";
 pub(super) const BULK_HALF: &str = "bulk dequeue (signalfd read, the modern sigtimedwait4) costs at most half as much per event as one-at-a-time sigtimedwait (evq's target for issue 3)";
 pub(super) const ORDER: &str = "/dev/epoll is 10–15% faster than RT signals with one-sig-per-fd, which are 10–15% faster than plain RT signals (SEEDS 002, whole-server throughput)";
@@ -60,25 +63,30 @@ pub(super) fn judge(r: &Records) -> Judged {
         "holds if the order epoll < rtsig-bulk < rtsig holds per event (the seed measured whole servers; here the event pickup alone)",
     ));
     let names = distinct(r.points.iter().map(|p| p.backend.as_str()));
+    let figure = Figure::new(
+        "signals-pickup",
+        CAPTION_SIGNALS_PICKUP,
+        Chart {
+            title: format!("Pickup cost per event vs batch size (bursts of {fds} ready pipes)"),
+            x_label: "events per get_next_event call (batch capacity)".into(),
+            y_label: "ns per event (pickup + read)".into(),
+            log_x: true,
+            log_y: false,
+            series: Series::named(
+                &names,
+                &r.points,
+                |p: &Point| p.backend.as_str(),
+                |p| Some((p.batch as f64, p.ns_per_event)),
+            ),
+        }
+        .evq_where(|_| true),
+    );
     Judged {
         checks,
         notes: vec![format!(
             "Each round makes all {fds} pipes readable, then times only the draining (get_next_event + one read per event); {rounds} rounds per run, median of {reps} runs, contenders rotated between runs. Event (edge) mode everywhere: signals are edge-like by nature."
         )],
         commands: Vec::new(),
-        figures: vec![Figure::new(
-            "signals-pickup",
-            "Cost per event as the batch grows, lower is better: rtsig-bulk gets cheaper with bigger batches, rtsig (one signal per call) cannot; epoll is the reference (Graphs 1–2).",
-            Chart {
-                title: format!("Pickup cost per event vs batch size (bursts of {fds} ready pipes)"),
-                x_label: "events per get_next_event call (batch capacity)".into(),
-                y_label: "ns per event (pickup + read)".into(),
-                log_x: true,
-                log_y: false,
-                series: Series::named(&names, &r.points, |p: &Point| p.backend.as_str(), |p| {
-                    Some((p.batch as f64, p.ns_per_event))
-                }),
-            }.evq_where(|_| true),
-        )],
+        figures: vec![figure],
     }
 }
