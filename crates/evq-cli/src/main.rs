@@ -2,6 +2,8 @@
 //! the servers, load generators and the lab.
 
 mod backends_cmd;
+mod lab_args;
+mod pipebench_args;
 mod torture_cmd;
 
 use evq_lab::pipebench;
@@ -28,7 +30,7 @@ enum Command {
     /// The Solaris devpollperf test (SEEDS 004): N descriptors, write one token to a
     /// random one, wait, read it; cost per event for every backend beside a raw
     /// C floor measured in the same run.
-    Pipebench(pipebench::PipebenchArgs),
+    Pipebench(pipebench_args::PipebenchArgs),
     /// The event-driven HTTP server of the experiments (fixed reply or static files).
     Serve(evq_http::ServeArgs),
     /// The event-driven HTTP proxy of SEEDS 000 (keep-alive origin pool).
@@ -46,14 +48,14 @@ enum Command {
     Torture(torture_cmd::TortureArgs),
     /// Re-run the source papers' experiments on this kernel and write a report
     /// (lab-report/index.html, PNG plots, results.json).
-    Lab(evq_lab::LabArgs),
+    Lab(lab_args::LabArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Backends(args) => backends_cmd::run(&args),
-        Command::Pipebench(args) => pipebench::run(&args),
+        Command::Pipebench(args) => pipebench::run(&args.config(), args.json),
         Command::Serve(args) => evq_http::run_serve(&args),
         Command::Proxy(args) => evq_http::run_proxy(&args),
         Command::Load(args) => evq_load::load_command(&args),
@@ -65,10 +67,7 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::FAILURE,
             Err(e) => Err(e),
         },
-        Command::Lab(args) => {
-            let line = std::env::args().collect::<Vec<_>>().join(" ");
-            evq_lab::run(&args, &line).map(drop)
-        }
+        Command::Lab(args) => lab_args::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
