@@ -117,41 +117,4 @@ pub fn drain(s: &UnixStream) -> usize {
     }
 }
 
-/// The kernel's own word on a thread: its state letter from `/proc` (`R`, `S`, …)
-/// and the system call it is blocked in (the first field of `/proc/…/syscall`, or
-/// -1 when it is running), so a test can wait until a thread really sleeps in its
-/// wait instead of sleeping for a guessed time.
-pub fn thread_state(tid: libc::pid_t) -> Option<(char, i64)> {
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces: state follows ") ".
-    let state = stat.rsplit_once(") ")?.1.chars().next()?;
-    let syscall = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
-    let nr = syscall.split_whitespace().next()?.parse().unwrap_or(-1);
-    Some((state, nr))
-}
-
-/// The calling thread's kernel id.
-pub fn gettid() -> libc::pid_t {
-    // SAFETY: gettid(2) takes no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
-}
-
-/// Waits until thread `tid` sleeps in a system call other than a futex (its
-/// queue's wait: `epoll_wait`, `poll`, `io_uring_enter`, …), failing after
-/// `PATIENCE`.
-pub fn wait_until_blocked_in_wait(tid: libc::pid_t) {
-    let deadline = std::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(('S', nr)) = thread_state(tid) {
-            if nr >= 0 && nr != libc::SYS_futex {
-                return;
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "thread {tid} never blocked in its wait: {:?}",
-            thread_state(tid)
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
+pub use evq_testkit::{gettid, wait_until_blocked_in_wait};
