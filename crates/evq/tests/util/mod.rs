@@ -116,5 +116,3 @@ pub fn drain(s: &UnixStream) -> usize {
         total += n as usize;
     }
 }
-
-pub use evq_testkit::{gettid, wait_until_blocked_in_wait};
