@@ -103,7 +103,7 @@ fn exactly_once(cases: &[CaseReport]) -> ClaimCheck {
                 format!("; failing: {}", failing.join("; "))
             }
         ),
-        (!cases.is_empty() && events > 0).then(|| failing.is_empty()),
+        (!cases.is_empty() && events > 0).then_some(failing.is_empty()),
         "holds if every case's ledger is clean (lost counts records left unread on an armed channel at a quiet checkpoint or the end, timers and notifications never seen; stale counts events for retired tokens, spent oneshots, cancelled timers, and masks that say READ over an empty descriptor); not measured without a case that delivered events",
     )
 }
