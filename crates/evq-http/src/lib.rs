@@ -30,7 +30,6 @@
 mod config;
 pub mod date;
 mod files;
-pub mod framing;
 mod proxy;
 mod relay;
 pub mod request;

@@ -3,7 +3,7 @@
 //! Each client connection handles one exchange at a time (pipelined requests wait
 //! in its buffer). An exchange borrows an origin connection from a keep-alive pool
 //! (or connects a new one), relays the request head and body, then relays the
-//! response byte-for-byte while [`Framing`](crate::framing::Framing) tracks where it ends, so the origin
+//! response byte-for-byte while [`evq_wire::Framing`] tracks where it ends, so the origin
 //! connection can go back to the pool. Failures become status codes: origin
 //! refused, reset or garbage before any response byte → 502; no answer within the
 //! origin timeout → 504. A pooled connection that the origin closed while idle is

@@ -4,11 +4,11 @@
 
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
-use crate::framing::{body_headers, Framing};
 use crate::proxy::ProxyReport;
 use crate::request::write_error;
 use crate::sys::{self, later};
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
+use evq_wire::{parse_response_head, BodyHeaders, Framing, Strictness};
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +23,6 @@ const KIND_TIMER: u64 = 3;
 const GEN_MASK: u32 = (1 << 30) - 1;
 const HIGH_WATER: usize = 64 * 1024;
 const ORIGIN_BUF: usize = 16 * 1024;
-const MAX_RESPONSE_HEADERS: usize = 96;
 
 fn token(kind: u64, index: usize, generation: u32) -> u64 {
     (kind << KIND_SHIFT) | (((generation & GEN_MASK) as u64) << 32) | index as u64
@@ -451,28 +450,18 @@ impl Relay {
             }
         };
         self.report.requests += 1;
-        let bh = match body_headers(req.headers) {
-            Ok(bh) if !bh.has_transfer_encoding || bh.chunked => bh,
-            _ => {
-                self.report.bad_requests += 1;
-                self.fail_exchange(i, 400);
-                return true;
-            }
+        // Strictly, as an intermediary must: the origin behind may frame a
+        // lenient reading differently (request smuggling).
+        let framed = BodyHeaders::read(req.headers, Strictness::Strict)
+            .and_then(|bh| Ok((bh, bh.request_framing(Strictness::Strict)?)));
+        let Ok((bh, req_body)) = framed else {
+            self.report.bad_requests += 1;
+            self.fail_exchange(i, 400);
+            return true;
         };
-        c.keep_alive = if req.version == Some(1) {
-            !bh.close
-        } else {
-            bh.keep_alive
-        };
+        c.keep_alive = bh.persistent(req.version == Some(1));
         c.head_only = req.method == Some("HEAD");
-        c.req_body = if bh.chunked {
-            Framing::chunked()
-        } else {
-            match bh.length {
-                Some(n) if n > 0 => Framing::Length(n),
-                _ => Framing::Done,
-            }
-        };
+        c.req_body = req_body;
         c.sent_head.clear();
         c.sent_head.extend_from_slice(&c.inbuf[..head_len]);
         c.inbuf.copy_within(head_len..c.in_len, 0);
@@ -521,7 +510,8 @@ impl Relay {
             return;
         }
         match c.req_body.advance(&c.inbuf[..c.in_len]) {
-            Ok(n) => {
+            Ok(step) => {
+                let n = step.used;
                 or.out.extend_from_slice(&c.inbuf[..n]);
                 c.inbuf.copy_within(n..c.in_len, 0);
                 c.in_len -= n;
@@ -810,11 +800,10 @@ impl Relay {
                 return true;
             }
             if !c.resp_head {
-                let mut headers = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
-                let mut resp = httparse::Response::new(&mut headers);
-                let head_len = match resp.parse(&or.inbuf[..or.in_len]) {
-                    Ok(httparse::Status::Complete(n)) => n,
-                    Ok(httparse::Status::Partial) if or.in_len < or.inbuf.len() => return true,
+                let buf = &or.inbuf[..or.in_len];
+                let head = match parse_response_head(buf, c.head_only, Strictness::Strict) {
+                    Ok(Some(h)) if (100..600).contains(&h.status) && h.status != 101 => h,
+                    Ok(None) if or.in_len < or.inbuf.len() => return true,
                     _ => {
                         self.report.bad_gateway += 1;
                         self.fail_exchange(i, 502);
@@ -822,46 +811,25 @@ impl Relay {
                         return false;
                     }
                 };
-                let code = resp.code.unwrap_or(0);
-                let http11 = resp.version == Some(1);
-                let bh = match body_headers(resp.headers) {
-                    Ok(bh) if (100..600).contains(&code) && code != 101 => bh,
-                    _ => {
-                        self.report.bad_gateway += 1;
-                        self.fail_exchange(i, 502);
-                        self.drive_client(i);
-                        return false;
-                    }
-                };
-                c.out.extend_from_slice(&or.inbuf[..head_len]);
-                or.inbuf.copy_within(head_len..or.in_len, 0);
-                or.in_len -= head_len;
-                if code < 200 {
+                c.out.extend_from_slice(&or.inbuf[..head.len]);
+                or.inbuf.copy_within(head.len..or.in_len, 0);
+                or.in_len -= head.len;
+                if head.status < 200 {
                     // Interim response (100 Continue): relay it, wait for the final one.
                     continue;
                 }
                 c.forwarded = true;
                 c.resp_head = true;
-                c.resp_body = if c.head_only || code == 204 || code == 304 {
-                    Framing::Done
-                } else if bh.chunked {
-                    Framing::chunked()
-                } else if bh.has_transfer_encoding {
-                    Framing::UntilClose
-                } else {
-                    match bh.length {
-                        Some(0) => Framing::Done,
-                        Some(n) => Framing::Length(n),
-                        None => Framing::UntilClose,
-                    }
-                };
-                c.origin_reusable = http11 && !bh.close && c.resp_body != Framing::UntilClose;
+                c.resp_body = head.framing;
+                // HTTP/1.1, no `Connection: close`, and a body that ends before close.
+                c.origin_reusable = head.http11 && head.keep_alive;
                 if c.resp_body == Framing::UntilClose {
                     c.keep_alive = false;
                 }
             } else {
                 match c.resp_body.advance(&or.inbuf[..or.in_len]) {
-                    Ok(n) => {
+                    Ok(step) => {
+                        let n = step.used;
                         c.out.extend_from_slice(&or.inbuf[..n]);
                         or.inbuf.copy_within(n..or.in_len, 0);
                         or.in_len -= n;

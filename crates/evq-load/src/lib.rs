@@ -30,9 +30,9 @@
 
 mod config;
 mod dead;
-mod http;
 mod load;
 mod relay;
+mod request;
 mod schedule;
 mod stats;
 mod sys;
@@ -40,7 +40,7 @@ mod wan;
 
 pub use config::{DeadArgs, DeadConfig, DeadStyle, Distribution, LoadArgs, LoadConfig, LoopMode};
 pub use dead::{run_dead, DeadReport};
-pub use http::{Fed, FramingError, HeadParser, Reply, ResponseReader};
+pub use evq_wire::{Fed, FramingError, HeadParser, Reply, ResponseReader};
 pub use load::run_load;
 pub use relay::{LinkSpec, Relay, RelayConfig, RelayReport, QUEUE_LIMIT};
 pub use stats::{ErrorCounts, ErrorKind, LoadReport, Percentiles, RateSamples, StatusClasses};

@@ -18,11 +18,12 @@
 //! it is set again for the new deadline. So progress costs no timer operation.
 
 use crate::config::{resolve, LoadConfig, LoopMode};
-use crate::http::{build_request, HeadParser, Reply, ResponseReader};
+use crate::request::build_request;
 use crate::schedule::{Plan, Step};
 use crate::stats::{ErrorKind, LoadReport, ThreadStats};
 use crate::sys::{self, LocalBind};
 use evq::{Event, EventQueue, Events, Interest, Mode, Options, TimerId};
+use evq_wire::{HeadParser, Reply, ResponseReader};
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
