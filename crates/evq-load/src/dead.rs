@@ -9,12 +9,12 @@
 
 use crate::config::{resolve, DeadConfig, DeadStyle};
 use crate::stats::{ErrorCounts, ErrorKind};
-use crate::sys::{self, LocalBind};
 use evq::{EventQueue, Events, Interest, Options};
+use evq_os::LocalBind;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{IntoRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 const GEN_MASK: u32 = 0x3fff_ffff;
@@ -105,7 +105,7 @@ impl Holder {
 
     fn launch(&mut self, now: Instant) {
         self.report.attempts += 1;
-        let fd = match sys::start_connect(&self.addr, self.local, false) {
+        let fd = match evq_os::connect(self.addr, self.local, false).map(IntoRawFd::into_raw_fd) {
             Ok(fd) => fd,
             Err(e) => {
                 self.report.errors.add(ErrorKind::from_io(&e));
@@ -126,7 +126,7 @@ impl Holder {
             .queue
             .declare_interest(fd, Interest::WRITE, Options::new(token))
         {
-            sys::close_fd(fd);
+            evq_os::io::close(fd);
             self.free.push(slot);
             self.report.errors.add(ErrorKind::from_io(&e));
             self.retry_at = now + RETRY_AFTER_ERROR;
@@ -162,7 +162,7 @@ impl Holder {
         if bytes.is_empty() {
             return Ok(());
         }
-        match sys::send(c.fd, bytes) {
+        match evq_os::io::send(c.fd, bytes) {
             Ok(n) => {
                 c.sent += n;
                 self.report.bytes_sent += n as u64;
@@ -180,7 +180,7 @@ impl Holder {
         };
         match c.state {
             State::Connecting => {
-                if let Some(e) = sys::take_socket_error(c.fd) {
+                if let Some(e) = evq_os::socket::take_error(c.fd) {
                     self.report.errors.add(ErrorKind::from_io(&e));
                     self.retry_at = now + RETRY_AFTER_ERROR;
                     self.release(slot, c);
@@ -214,7 +214,7 @@ impl Holder {
             State::Held => {
                 let mut buf = [0u8; 4096];
                 loop {
-                    match sys::recv(c.fd, &mut buf) {
+                    match evq_os::io::recv(c.fd, &mut buf) {
                         Ok(0) => {
                             self.report.closed_by_server += 1;
                             self.release(slot, c);
@@ -256,14 +256,14 @@ impl Holder {
 
 /// Holds `cfg.connections` connections open for `cfg.duration`, reopening any the
 /// server closes, and reports how many were held. Ends by itself at the duration, or
-/// early on [`crate::install_stop_signals`]'s signal. Raises `RLIMIT_NOFILE` first.
+/// early on [`evq_os::stop_on_signals`]'s signal. Raises `RLIMIT_NOFILE` first.
 ///
 /// # Errors
 /// An unresolvable server or a failure of the event queue itself; connection failures
 /// are counted, never fatal.
 pub fn run_dead(cfg: &DeadConfig) -> io::Result<DeadReport> {
     let addr = resolve(&cfg.server, cfg.port)?;
-    let _ = sys::raise_nofile_limit();
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let local = match cfg.source {
         Some(ip) => LocalBind::Address(SocketAddr::new(ip, 0)),
         None => LocalBind::Kernel,
@@ -320,7 +320,7 @@ pub fn run_dead(cfg: &DeadConfig) -> io::Result<DeadReport> {
     let mut events = Events::with_capacity(256);
     loop {
         let now = Instant::now();
-        if now >= end || sys::stop_requested() {
+        if now >= end || evq_os::stop_requested() {
             break;
         }
         while h.connecting < cfg.connect_batch

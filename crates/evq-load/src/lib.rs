@@ -35,7 +35,6 @@ mod relay;
 mod request;
 mod schedule;
 mod stats;
-mod sys;
 mod wan;
 
 pub use config::{DeadArgs, DeadConfig, DeadStyle, Distribution, LoadArgs, LoadConfig, LoopMode};
@@ -44,7 +43,6 @@ pub use evq_wire::{Fed, FramingError, HeadParser, Reply, ResponseReader};
 pub use load::run_load;
 pub use relay::{LinkSpec, Relay, RelayConfig, RelayReport, QUEUE_LIMIT};
 pub use stats::{ErrorCounts, ErrorKind, LoadReport, Percentiles, RateSamples, StatusClasses};
-pub use sys::install_stop_signals;
 pub use wan::{run_wan, Namespace, NetnsLab, WanArgs, WanReport};
 
 use std::io;
@@ -61,7 +59,7 @@ fn print_json<T: serde::Serialize>(v: &T) -> io::Result<()> {
 /// # Errors
 /// [`run_wan`]'s errors.
 pub fn wan_command(args: &WanArgs) -> io::Result<()> {
-    install_stop_signals()?;
+    evq_os::stop_on_signals()?;
     let report = run_wan(args)?;
     if args.json {
         return print_json(&report);
@@ -91,7 +89,7 @@ pub fn load_command(args: &LoadArgs) -> io::Result<()> {
     let cfg = args
         .to_config()
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    install_stop_signals()?;
+    evq_os::stop_on_signals()?;
     let report = run_load(&cfg)?;
     if args.json {
         print_json(&report)
@@ -110,7 +108,7 @@ pub fn dead_command(args: &DeadArgs) -> io::Result<()> {
     let cfg = args
         .to_config()
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    install_stop_signals()?;
+    evq_os::stop_on_signals()?;
     let report = run_dead(&cfg)?;
     if args.json {
         print_json(&report)

@@ -21,12 +21,13 @@ use crate::config::{resolve, LoadConfig, LoopMode};
 use crate::request::build_request;
 use crate::schedule::{Plan, Step};
 use crate::stats::{ErrorKind, LoadReport, ThreadStats};
-use crate::sys::{self, LocalBind};
 use evq::{Event, EventQueue, Events, Interest, Mode, Options, TimerId};
+use evq_os::CpuUsage;
+use evq_os::LocalBind;
 use evq_wire::{HeadParser, Reply, ResponseReader};
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -112,7 +113,7 @@ impl<'a> Worker<'a> {
         let mut cut_off = false;
         loop {
             let now = Instant::now();
-            if sys::stop_requested() || now >= hard_deadline {
+            if evq_os::stop_requested() || now >= hard_deadline {
                 cut_off = true;
                 break;
             }
@@ -216,7 +217,7 @@ impl<'a> Worker<'a> {
         let mut result = Err(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
         for _ in 0..tries {
             let local = self.local_bind();
-            result = sys::start_connect(&self.addr, local, true);
+            result = evq_os::connect(self.addr, local, true).map(IntoRawFd::into_raw_fd);
             match &result {
                 Err(e) if self.cfg.hog && ErrorKind::from_io(e) == ErrorKind::AddrUnavail => {
                     continue
@@ -250,7 +251,7 @@ impl<'a> Worker<'a> {
             .queue
             .declare_interest(fd, interest, Options::new(token).mode(mode))
         {
-            sys::close_fd(fd);
+            evq_os::io::close(fd);
             self.free.push(slot);
             self.fail_start(ErrorKind::from_io(&e));
             return false;
@@ -369,7 +370,7 @@ impl<'a> Worker<'a> {
 
     fn on_ready(&mut self, c: &mut Conn, slot: u32, ev: &Event, now: Instant) -> Outcome {
         if c.phase == Phase::Connecting {
-            if let Some(e) = sys::take_socket_error(c.fd) {
+            if let Some(e) = evq_os::socket::take_error(c.fd) {
                 return Outcome::Failed(ErrorKind::from_io(&e));
             }
             if !ev.is_writable() {
@@ -432,7 +433,7 @@ impl<'a> Worker<'a> {
     fn write_some(&mut self, c: &mut Conn, slot: u32, now: Instant) -> Result<(), ErrorKind> {
         while c.write_left > 0 {
             let off = c.write_total - c.write_left;
-            match sys::send(c.fd, &self.burst_buf[off..c.write_total]) {
+            match evq_os::io::send(c.fd, &self.burst_buf[off..c.write_total]) {
                 Ok(n) => {
                     c.write_left -= n;
                     self.stats.bytes_sent += n as u64;
@@ -479,7 +480,7 @@ impl<'a> Worker<'a> {
         now: Instant,
     ) -> Result<Outcome, ErrorKind> {
         loop {
-            let n = match sys::recv(c.fd, buf) {
+            let n = match evq_os::io::recv(c.fd, buf) {
                 Ok(0) => {
                     return match c.reader.eof() {
                         Ok(Some(reply)) => {
@@ -563,7 +564,7 @@ impl<'a> Worker<'a> {
 
 /// Runs one load test and reports what it measured. Blocks until the run ends: the
 /// schedule is done and every connection finished, the closed-loop duration passed,
-/// the hard cap (`max_time`) hit, or [`crate::install_stop_signals`]'s signal came.
+/// the hard cap (`max_time`) hit, or [`evq_os::stop_on_signals`]'s signal came.
 ///
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit first. Connection failures are
 /// counted, never fatal.
@@ -574,7 +575,7 @@ impl<'a> Worker<'a> {
 pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
     cfg.validate()?;
     let addr = resolve(&cfg.server, cfg.port)?;
-    let _ = sys::raise_nofile_limit();
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let host = if cfg.port == 80 {
         cfg.server.clone()
     } else {
@@ -592,13 +593,13 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
         .first()
         .map(|q| q.backend().to_string())
         .unwrap_or_default();
-    let (user0, sys0) = sys::cpu_times();
+    let cpu0 = CpuUsage::of_process();
     // A little head room so every thread is waiting before the first start is due.
     let start = Instant::now() + Duration::from_millis(10);
     let hard_deadline = start + max_time;
     let (lo, hi) = (1024u32, 65535u32);
     let span = (hi - lo + 1) / cfg.threads as u32;
-    let progress = cfg.progress && sys::stderr_is_tty();
+    let progress = cfg.progress && io::stderr().is_terminal();
     // Each worker says when it finished: the test ends with the last of them, not
     // when the supervisor's 50 ms poll notices (which would understate the rate).
     let results: Vec<io::Result<(ThreadStats, bool, Instant)>> = std::thread::scope(|s| {
@@ -668,7 +669,7 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
             })
             .collect()
     });
-    let (user1, sys1) = sys::cpu_times();
+    let used = CpuUsage::of_process().since(cpu0);
     let mut total = ThreadStats::new()?;
     let mut cut_off = false;
     let mut end = start;
@@ -687,6 +688,6 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
             .min(d.as_secs_f64()),
         _ => end.saturating_duration_since(start).as_secs_f64(),
     };
-    let cpu = ((user1 - user0).max(0.0), (sys1 - sys0).max(0.0));
+    let cpu = (used.user.as_secs_f64(), used.system.as_secs_f64());
     Ok(total.into_report(cfg, backend, duration_s, cut_off, cpu))
 }

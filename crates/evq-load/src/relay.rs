@@ -13,13 +13,13 @@
 //! One thread, level mode, interest recomputed after each step; one evq timer per
 //! direction for the head of its queue.
 
-use crate::sys::{self, LocalBind};
 use evq::{EventQueue, Events, Interest, Options, TimerId};
+use evq_os::{Accept, Acceptor, LocalBind};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -101,6 +101,9 @@ struct Pair {
 pub struct Relay {
     cfg: RelayConfig,
     listener: TcpListener,
+    /// Accepts with the spare-descriptor trick, so running out of descriptors
+    /// sheds connections instead of spinning on a listener that stays readable.
+    acceptor: Acceptor,
     queue: EventQueue,
     pairs: Vec<Option<Pair>>,
     gens: Vec<u32>,
@@ -126,6 +129,7 @@ impl Relay {
         Ok(Relay {
             cfg: cfg.clone(),
             listener,
+            acceptor: Acceptor::new(),
             queue,
             pairs: Vec::new(),
             gens: Vec::new(),
@@ -149,7 +153,7 @@ impl Relay {
     /// A failure of the event queue itself; connection failures only end their pair.
     pub fn run(mut self, stop: &AtomicBool) -> io::Result<RelayReport> {
         let mut events = Events::with_capacity(256);
-        while !stop.load(Ordering::Relaxed) && !sys::stop_requested() {
+        while !stop.load(Ordering::Relaxed) && !evq_os::stop_requested() {
             self.queue
                 .get_next_event(&mut events, Some(Duration::from_millis(100)))?;
             let now = Instant::now();
@@ -197,27 +201,24 @@ impl Relay {
 
     fn accept_all(&mut self) {
         loop {
-            let client = match self.listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // EMFILE and friends: try again on the next event.
-                Err(_) => return,
+            let client = match self.acceptor.accept(self.listener.as_raw_fd()) {
+                Accept::Conn(fd) => fd,
+                Accept::Skipped | Accept::Shed => continue,
+                // Out of descriptors with no spare, or a broken listener: try again
+                // on the next event.
+                Accept::Empty | Accept::Exhausted(_) | Accept::Failed(_) => return,
             };
             self.report.accepted += 1;
-            if client.set_nonblocking(true).is_err() {
-                continue;
-            }
-            let _ = client.set_nodelay(true);
-            let server = match sys::start_connect(&self.cfg.upstream, LocalBind::Kernel, true) {
-                Ok(fd) => fd,
+            let _ = evq_os::socket::set_nodelay(client.as_raw_fd());
+            let server = match evq_os::connect(self.cfg.upstream, LocalBind::Kernel, true) {
+                Ok(fd) => fd.into_raw_fd(),
                 Err(_) => {
                     self.report.upstream_failures += 1;
                     continue;
                 }
             };
             // The pair owns both descriptors from here on.
-            let cfd = std::os::fd::IntoRawFd::into_raw_fd(client);
+            let cfd = client.into_raw_fd();
             let slot = match self.free.pop() {
                 Some(s) => s,
                 None => {
@@ -344,12 +345,12 @@ impl Relay {
                 return true;
             }
             if head.eof {
-                sys::shutdown_write(p.fds[to]);
+                evq_os::io::shutdown(p.fds[to], std::net::Shutdown::Write);
                 d.write_shut = true;
                 d.queue.pop_front();
                 continue;
             }
-            match sys::send(p.fds[to], &head.data[d.head_off..]) {
+            match evq_os::io::send(p.fds[to], &head.data[d.head_off..]) {
                 Ok(n) => {
                     d.blocked = false;
                     d.head_off += n;
@@ -385,7 +386,7 @@ impl Relay {
         now: Instant,
     ) -> bool {
         if side == 1 && !p.upstream_connected {
-            if sys::take_socket_error(p.fds[1]).is_some() {
+            if evq_os::socket::take_error(p.fds[1]).is_some() {
                 self.report.upstream_failures += 1;
                 return false;
             }
@@ -401,7 +402,7 @@ impl Relay {
                 if p.dirs[side].queued >= QUEUE_LIMIT {
                     break;
                 }
-                match sys::recv(p.fds[side], &mut buf) {
+                match evq_os::io::recv(p.fds[side], &mut buf) {
                     Ok(0) => {
                         p.dirs[side].read_eof = true;
                         self.enqueue(p, slot, side, Vec::new(), true, now);

@@ -7,7 +7,6 @@
 //! error part-way through creation, and on unwinding. Needs root and `ip` (iproute2).
 
 use crate::relay::{LinkSpec, Relay, RelayConfig, RelayReport};
-use crate::sys;
 use clap::Args;
 use serde::Serialize;
 use std::io;
@@ -268,7 +267,7 @@ fn run_children(lab: &NetnsLab, args: &WanArgs, cap: Duration) -> io::Result<Vec
                 ns.name, ns.ns_addr, ns.host_addr, args.relay_port, args.server, args.port
             );
         }
-        while Instant::now() < deadline && !sys::stop_requested() {
+        while Instant::now() < deadline && !evq_os::stop_requested() {
             std::thread::sleep(Duration::from_millis(100));
         }
         return Ok(Vec::new());
@@ -300,7 +299,7 @@ fn run_children(lab: &NetnsLab, args: &WanArgs, cap: Duration) -> io::Result<Vec
     }
     let mut codes: Vec<Option<Option<i32>>> = vec![None; children.len()];
     while codes.iter().any(|c| c.is_none()) {
-        let out_of_time = Instant::now() >= deadline || sys::stop_requested();
+        let out_of_time = Instant::now() >= deadline || evq_os::stop_requested();
         for (i, c) in children.iter_mut().enumerate() {
             if codes[i].is_some() {
                 continue;
