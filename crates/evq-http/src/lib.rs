@@ -30,21 +30,23 @@
 mod config;
 pub mod date;
 mod files;
+mod listener;
 mod proxy;
 mod relay;
 pub mod request;
 mod server;
 mod stats;
 mod sys;
+mod token;
 mod worker;
 
 pub use config::{
     AcceptMode, DeliveryMode, ProxyArgs, ProxyConfig, ServeArgs, ServeConfig, ShedConfig,
 };
-pub use proxy::{proxy, ProxyHandle, ProxyReport};
+pub use proxy::{proxy, ProxyHandle};
 pub use server::{serve, ServerHandle};
-pub use stats::ServeReport;
-pub use sys::{raise_nofile_limit, resident_bytes};
+pub use stats::{ProxyReport, ServeReport};
+pub use sys::resident_bytes;
 
 /// `evq serve`: runs the server these flags describe until SIGINT/SIGTERM, then
 /// prints its counters (text, or JSON with `--json`) to stdout.
@@ -54,7 +56,7 @@ pub use sys::{raise_nofile_limit, resident_bytes};
 pub fn run_serve(args: &ServeArgs) -> std::io::Result<()> {
     let cfg = args.to_config()?;
     // Connections are descriptors: take all the hard limit allows.
-    let _ = raise_nofile_limit(u64::MAX);
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let server = ServerHandle::start(&cfg)?;
     eprintln!(
         "evq serve: listening on {} ({} thread(s), {} backend)",
@@ -78,7 +80,7 @@ pub fn run_serve(args: &ServeArgs) -> std::io::Result<()> {
 /// Bad flags, bind errors, or the error that ended the loop.
 pub fn run_proxy(args: &ProxyArgs) -> std::io::Result<()> {
     let cfg = args.to_config()?;
-    let _ = raise_nofile_limit(u64::MAX);
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let handle = ProxyHandle::start(&cfg)?;
     eprintln!(
         "evq proxy: listening on {}, origin {}",

@@ -4,29 +4,22 @@
 
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
-use crate::proxy::ProxyReport;
+use crate::listener::{Listener, Next};
 use crate::request::write_error;
-use crate::sys::{self, later};
+use crate::stats::ProxyReport;
+use crate::sys::later;
+use crate::token::{decode, next_generation, token, Kind};
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
+use evq_os::StopPipe;
 use evq_wire::{parse_response_head, BodyHeaders, Framing, Strictness};
 use std::io;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-const KIND_SHIFT: u32 = 62;
-const KIND_CLIENT: u64 = 0;
-const KIND_ORIGIN: u64 = 1;
-const KIND_LISTENER: u64 = 2;
-const KIND_TIMER: u64 = 3;
-const GEN_MASK: u32 = (1 << 30) - 1;
 const HIGH_WATER: usize = 64 * 1024;
 const ORIGIN_BUF: usize = 16 * 1024;
-
-fn token(kind: u64, index: usize, generation: u32) -> u64 {
-    (kind << KIND_SHIFT) | (((generation & GEN_MASK) as u64) << 32) | index as u64
-}
 
 struct Client {
     fd: RawFd,
@@ -69,13 +62,12 @@ struct Origin {
 
 pub(crate) struct Relay {
     mode: Mode,
-    /// The reserve descriptor for `EMFILE` (-1 if it could not be reopened).
-    spare: RawFd,
     cfg: ProxyConfig,
     queue: EventQueue,
-    listener: OwnedFd,
+    listener: Listener,
     stop: Arc<AtomicBool>,
-    signal_fd: Option<RawFd>,
+    /// Watched when the proxy stops on SIGINT/SIGTERM.
+    signal: Option<StopPipe>,
     clients: Vec<Client>,
     free_clients: Vec<usize>,
     origins: Vec<Origin>,
@@ -93,14 +85,14 @@ enum Io {
 }
 
 impl Relay {
-    /// The relay's state, with the listener (and the signal eventfd, if any)
+    /// The relay's state, with the listener (and the stop pipe, if any)
     /// registered in a new queue of `kind`.
     pub(crate) fn new(
         cfg: &ProxyConfig,
         kind: BackendKind,
         listener: OwnedFd,
         stop: Arc<AtomicBool>,
-        signal_fd: Option<RawFd>,
+        signal: Option<StopPipe>,
     ) -> io::Result<Relay> {
         let caps = kind.capabilities();
         // Level where the backend has it; otherwise oneshot, re-armed after
@@ -124,21 +116,19 @@ impl Relay {
             }
         };
         let mut queue = EventQueue::with_backend(kind)?;
-        queue.declare_interest(
-            sys::raw(&listener),
-            Interest::READ,
-            Options::new(token(KIND_LISTENER, 0, 0)).mode(mode),
-        )?;
-        if let Some(fd) = signal_fd {
-            let opts = Options::new(token(KIND_LISTENER, 1, 0)).mode(mode);
-            queue.declare_interest(fd, Interest::READ, opts)?;
+        let fd = listener.as_raw_fd();
+        let opts = Options::new(Listener::token()).mode(mode);
+        let listener = Listener::watch(fd, Some(listener), opts, &mut queue)?;
+        if let Some(pipe) = &signal {
+            let opts = Options::new(token(Kind::Signal, 0, 0)).mode(mode);
+            queue.declare_interest(pipe.fd(), Interest::READ, opts)?;
         }
         Ok(Relay {
             cfg: cfg.clone(),
             queue,
             listener,
             stop,
-            signal_fd,
+            signal,
             clients: Vec::new(),
             free_clients: Vec::new(),
             origins: Vec::new(),
@@ -148,7 +138,6 @@ impl Relay {
             now: Instant::now(),
             report: ProxyReport::default(),
             mode,
-            spare: sys::open_spare().unwrap_or(-1),
         })
     }
 
@@ -167,24 +156,34 @@ impl Relay {
                 if ev.is_notify() {
                     continue;
                 }
-                let t = ev.token();
-                let index = (t as u32) as usize;
-                let generation = (t >> 32) as u32 & GEN_MASK;
-                match t >> KIND_SHIFT {
-                    KIND_CLIENT if self.client_live(index, generation) => self.drive_client(index),
-                    KIND_ORIGIN if self.origin_live(index, generation) => self.drive_origin(index),
-                    KIND_TIMER if self.client_live(index, generation) => self.on_timer(index),
-                    KIND_CLIENT | KIND_ORIGIN | KIND_TIMER => {}
-                    _ if index == 0 => self.on_accept(),
-                    _ => {}
+                let Some((kind, index, generation)) = decode(ev.token()) else {
+                    continue;
+                };
+                match kind {
+                    Kind::Client if self.client_live(index, generation) => self.drive_client(index),
+                    Kind::Origin if self.origin_live(index, generation) => self.drive_origin(index),
+                    Kind::Timer if self.client_live(index, generation) => self.on_timer(index),
+                    Kind::Listener if ev.is_timer() => {
+                        if self.listener.resume(&mut self.queue) {
+                            self.on_accept();
+                        }
+                    }
+                    Kind::Listener => self.on_accept(),
+                    // Stale events; the stop flag says what a signal meant.
+                    Kind::Client | Kind::Origin | Kind::Timer | Kind::Signal => {}
                 }
             }
+            // Connections closed this round freed the descriptors a pause waited for.
+            if self.listener.end_round(&mut self.queue) {
+                self.on_accept();
+            }
             if self.stop.load(Ordering::Relaxed)
-                || (self.signal_fd.is_some() && sys::shutdown_requested())
+                || (self.signal.is_some() && evq_os::stop_requested())
             {
                 break;
             }
         }
+        self.listener.close(&mut self.queue);
         for i in 0..self.clients.len() {
             if self.clients[i].fd >= 0 {
                 self.close_client(i);
@@ -211,90 +210,63 @@ impl Relay {
     }
 
     fn on_accept(&mut self) {
-        self.accept_batch();
-        if self.mode == Mode::Oneshot {
-            let opts = Options::new(token(KIND_LISTENER, 0, 0)).mode(self.mode);
-            // A listener that cannot be re-armed leaves the proxy serving only
-            // the connections it has; there is nothing better to do with it.
-            let _ = self
-                .queue
-                .declare_interest(sys::raw(&self.listener), Interest::READ, opts);
+        self.listener.begin();
+        loop {
+            match self.listener.next(&mut self.queue) {
+                Next::Conn(fd) => self.admit(fd),
+                Next::Refused => {}
+                Next::End => return,
+            }
         }
     }
 
-    fn accept_batch(&mut self) {
-        for _ in 0..64 {
-            let fd = match sys::accept(sys::raw(&self.listener)) {
-                Ok(fd) => fd,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ECONNABORTED) | Some(libc::EINTR)
-                    ) =>
-                {
-                    continue
-                }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
-                    // Out of descriptors: the reserve-descriptor trick, as in the
-                    // server, so a level-triggered listener does not spin.
-                    if self.spare >= 0 {
-                        sys::close(self.spare);
-                        if let Ok(fd) = sys::accept(sys::raw(&self.listener)) {
-                            sys::close(fd);
-                        }
-                        self.spare = sys::open_spare().unwrap_or(-1);
-                    }
-                    return;
-                }
-                Err(_) => return,
-            };
-            self.report.accepts += 1;
-            let _ = sys::set_nodelay(fd);
-            let i = match self.free_clients.pop() {
-                Some(i) => i,
-                None => {
-                    self.clients.push(Client {
-                        fd: -1,
-                        generation: 0,
-                        registered: Interest::empty(),
-                        inbuf: Vec::new(),
-                        in_len: 0,
-                        out: Vec::new(),
-                        out_pos: 0,
-                        origin: None,
-                        exchange: false,
-                        req_body: Framing::Done,
-                        resp_head: false,
-                        resp_body: Framing::Done,
-                        forwarded: false,
-                        origin_reusable: false,
-                        head_only: false,
-                        keep_alive: true,
-                        close_after: false,
-                        eof: false,
-                        sent_head: Vec::new(),
-                        retried: false,
-                        deadline: self.now,
-                        timer: None,
-                    });
-                    self.clients.len() - 1
-                }
-            };
-            let c = &mut self.clients[i];
-            c.fd = fd;
-            c.registered = Interest::empty();
-            c.in_len = 0;
-            c.out.clear();
-            c.out_pos = 0;
-            c.origin = None;
-            c.exchange = false;
-            c.close_after = false;
-            c.eof = false;
-            let d = later(self.now, self.cfg.idle_timeout);
-            self.set_deadline(i, d);
-            self.drive_client(i);
-        }
+    /// A new client connection: a slot, an idle deadline, and a first read.
+    fn admit(&mut self, fd: RawFd) {
+        self.report.accepts += 1;
+        let _ = evq_os::socket::set_nodelay(fd);
+        let i = match self.free_clients.pop() {
+            Some(i) => i,
+            None => {
+                self.clients.push(Client {
+                    fd: -1,
+                    generation: 0,
+                    registered: Interest::empty(),
+                    inbuf: Vec::new(),
+                    in_len: 0,
+                    out: Vec::new(),
+                    out_pos: 0,
+                    origin: None,
+                    exchange: false,
+                    req_body: Framing::Done,
+                    resp_head: false,
+                    resp_body: Framing::Done,
+                    forwarded: false,
+                    origin_reusable: false,
+                    head_only: false,
+                    keep_alive: true,
+                    close_after: false,
+                    eof: false,
+                    sent_head: Vec::new(),
+                    retried: false,
+                    deadline: self.now,
+                    timer: None,
+                });
+                self.clients.len() - 1
+            }
+        };
+        let c = &mut self.clients[i];
+        c.fd = fd;
+        c.registered = Interest::empty();
+        c.in_len = 0;
+        c.out.clear();
+        c.out_pos = 0;
+        c.origin = None;
+        c.exchange = false;
+        c.close_after = false;
+        c.eof = false;
+        let d = later(self.now, self.cfg.idle_timeout);
+        self.set_deadline(i, d);
+        self.drive_client(i);
     }
 
     fn set_deadline(&mut self, i: usize, deadline: Instant) {
@@ -308,7 +280,7 @@ impl Relay {
                 }
                 let id = self
                     .queue
-                    .add_timer(deadline, token(KIND_TIMER, i, c.generation));
+                    .add_timer(deadline, token(Kind::Timer, i, c.generation));
                 c.timer = Some((id, deadline));
             }
         }
@@ -342,7 +314,7 @@ impl Relay {
         }
         let fd = c.fd;
         c.fd = -1;
-        c.generation = c.generation.wrapping_add(1) & GEN_MASK;
+        c.generation = next_generation(c.generation);
         c.exchange = false;
         c.in_len = 0;
         c.out.clear();
@@ -352,6 +324,7 @@ impl Relay {
         }
         let _ = self.queue.close(fd);
         self.free_clients.push(i);
+        self.listener.descriptor_freed();
     }
 
     fn close_origin(&mut self, o: usize) {
@@ -361,7 +334,7 @@ impl Relay {
         }
         let fd = or.fd;
         or.fd = -1;
-        or.generation = or.generation.wrapping_add(1) & GEN_MASK;
+        or.generation = next_generation(or.generation);
         or.client = None;
         or.out.clear();
         or.out_pos = 0;
@@ -369,6 +342,7 @@ impl Relay {
         let _ = self.queue.close(fd);
         self.pool.retain(|&p| p != o);
         self.free_origins.push(o);
+        self.listener.descriptor_freed();
     }
 
     /// Ends the exchange with an error status (or just a close when part of the
@@ -387,7 +361,7 @@ impl Relay {
     }
 
     fn connect_origin(&mut self) -> io::Result<usize> {
-        let fd = sys::connect_nonblocking(self.cfg.origin)?;
+        let fd = evq_os::connect(self.cfg.origin, evq_os::LocalBind::Kernel, true)?.into_raw_fd();
         self.report.origin_connects += 1;
         let o = match self.free_origins.pop() {
             Some(o) => o,
@@ -577,7 +551,7 @@ impl Relay {
             if c.in_len >= c.inbuf.len() {
                 break;
             }
-            match sys::read(c.fd, &mut c.inbuf[c.in_len..]) {
+            match evq_os::io::recv(c.fd, &mut c.inbuf[c.in_len..]) {
                 Ok(0) if c.exchange => {
                     // Half-closed after its request: still owed the response.
                     c.eof = true;
@@ -634,7 +608,7 @@ impl Relay {
             want |= Interest::READ;
         }
         if want != c.registered || self.mode == Mode::Oneshot {
-            let tok = token(KIND_CLIENT, i, c.generation);
+            let tok = token(Kind::Client, i, c.generation);
             let fd = c.fd;
             self.clients[i].registered = want;
             if self
@@ -668,7 +642,7 @@ impl Relay {
             }
         }
         if want != or.registered || self.mode == Mode::Oneshot {
-            let tok = token(KIND_ORIGIN, o, or.generation);
+            let tok = token(Kind::Origin, o, or.generation);
             let fd = or.fd;
             self.origins[o].registered = want;
             if self
@@ -688,10 +662,10 @@ impl Relay {
         };
         if self.origins[o].connecting {
             let fd = self.origins[o].fd;
-            if sys::socket_error(fd).is_err() {
+            if evq_os::socket::take_error(fd).is_some() {
                 return self.origin_gone(o, false);
             }
-            if !sys::is_connected(fd) {
+            if !evq_os::socket::is_connected(fd) {
                 // Still connecting: writability will say when it is done.
                 self.update_origin_interest(o);
                 return;
@@ -720,7 +694,7 @@ impl Relay {
             if self.clients[i].out.len() >= HIGH_WATER || or.in_len >= or.inbuf.len() {
                 break;
             }
-            match sys::read(or.fd, &mut or.inbuf[or.in_len..]) {
+            match evq_os::io::recv(or.fd, &mut or.inbuf[or.in_len..]) {
                 Ok(0) => return self.origin_gone(o, true),
                 Ok(n) => {
                     or.connecting = false;
@@ -877,18 +851,10 @@ impl Relay {
     }
 }
 
-impl Drop for Relay {
-    fn drop(&mut self) {
-        if self.spare >= 0 {
-            sys::close(self.spare);
-        }
-    }
-}
-
 /// Sends `out[*pos..]`; clears the buffer when all is sent.
 fn flush(fd: RawFd, out: &mut Vec<u8>, pos: &mut usize) -> Io {
     while *pos < out.len() {
-        match sys::send(fd, &out[*pos..]) {
+        match evq_os::io::send(fd, &out[*pos..]) {
             Ok(n) => *pos += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Io::Blocked,

@@ -401,7 +401,7 @@ pub fn handle_request(
             );
             let body = if is_head || not_modified || info.size == 0 {
                 if file.owned {
-                    sys::close(fd);
+                    evq_os::io::close(fd);
                 }
                 Body::None
             } else if !file.owned {
