@@ -262,23 +262,12 @@ mod tests {
     /// descriptors is process-wide, and other tests run beside this one.
     #[test]
     fn out_of_descriptors_pauses_until_one_is_freed() {
-        const CHILD: &str = "EVQ_HTTP_LISTENER_CHILD";
-        if std::env::var_os(CHILD).is_some() {
-            return exhaustion_child();
+        if evq_os::isolation::in_own_process(
+            "listener::tests::out_of_descriptors_pauses_until_one_is_freed",
+        ) {
+            return;
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "listener::tests::out_of_descriptors_pauses_until_one_is_freed",
-            ])
-            .args(["--nocapture", "--test-threads", "1"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed:\n{text}");
-        assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+        exhaustion_child();
     }
 
     fn exhaustion_child() {
@@ -287,16 +276,7 @@ mod tests {
             .map(|_| std::net::TcpStream::connect(addr).unwrap())
             .collect();
         let mut queue = EventQueue::new().unwrap();
-        let lim = libc::rlimit {
-            rlim_cur: 64,
-            rlim_max: 64,
-        };
-        // SAFETY: setrlimit reads a live rlimit; this process is the child alone.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-        let mut fillers = Vec::new();
-        while let Ok(f) = std::fs::File::open("/dev/null") {
-            fillers.push(f);
-        }
+        let mut fillers = evq_os::isolation::exhaust_descriptors(64);
         // No descriptor for the spare either: accepting must pause.
         let opts = Options::new(Listener::token()).mode(Mode::Level);
         let mut listener = Listener::watch(l.as_raw_fd(), Some(l), opts, &mut queue).unwrap();

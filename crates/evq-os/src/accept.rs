@@ -178,23 +178,10 @@ mod tests {
     /// threads beside this one): the test binary again, this test only.
     #[test]
     fn out_of_descriptors_sheds_then_pauses() {
-        const CHILD: &str = "EVQ_OS_DESCRIPTOR_CHILD";
-        if std::env::var_os(CHILD).is_some() {
-            return descriptor_exhaustion_child();
+        if crate::isolation::in_own_process("accept::tests::out_of_descriptors_sheds_then_pauses") {
+            return;
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "accept::tests::out_of_descriptors_sheds_then_pauses",
-            ])
-            .args(["--nocapture", "--test-threads", "1"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed:\n{text}");
-        assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+        descriptor_exhaustion_child();
     }
 
     fn descriptor_exhaustion_child() {
@@ -206,16 +193,7 @@ mod tests {
             .collect();
         let mut acceptor = Acceptor::new();
         // A low limit, then every descriptor under it taken.
-        let lim = libc::rlimit {
-            rlim_cur: 64,
-            rlim_max: 64,
-        };
-        // SAFETY: setrlimit reads a live rlimit; this process is the child alone.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-        let mut fillers = Vec::new();
-        while let Ok(f) = std::fs::File::open("/dev/null") {
-            fillers.push(f);
-        }
+        let mut fillers = crate::isolation::exhaust_descriptors(64);
         // The first client is taken into the spare's slot and closed at once.
         assert!(matches!(acceptor.accept(l.as_raw_fd()), Accept::Shed));
         assert!(acceptor.has_spare(), "the spare is taken back");

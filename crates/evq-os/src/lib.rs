@@ -14,6 +14,8 @@
 //! - [`signals`]: SIGINT/SIGTERM as a stop flag and as a byte in a pipe an event
 //!   loop watches ([`StopPipe`]); `SIGPIPE` ignored.
 //! - [`usage`]: `getrusage` of a process or thread, and the thread CPU clock.
+//! - [`isolation`]: running a test that changes process-wide state (limits,
+//!   signal handlers) in a child process of its own.
 //!
 //! Raising `RLIMIT_NOFILE` is the `rlimit` crate's `increase_nofile_limit`, used
 //! as it is.
@@ -25,6 +27,7 @@
 
 pub mod accept;
 pub mod io;
+pub mod isolation;
 pub mod signals;
 pub mod socket;
 pub mod usage;

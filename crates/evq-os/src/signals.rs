@@ -109,23 +109,12 @@ mod tests {
     /// to the process must not disturb the other tests running beside it.
     #[test]
     fn sigterm_sets_the_flag_and_wakes_every_pipe() {
-        const CHILD: &str = "EVQ_OS_SIGNAL_CHILD";
-        if std::env::var_os(CHILD).is_some() {
-            return signal_child();
+        if crate::isolation::in_own_process(
+            "signals::tests::sigterm_sets_the_flag_and_wakes_every_pipe",
+        ) {
+            return;
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "signals::tests::sigterm_sets_the_flag_and_wakes_every_pipe",
-            ])
-            .args(["--nocapture", "--test-threads", "1"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed:\n{text}");
-        assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+        signal_child();
     }
 
     fn signal_child() {
