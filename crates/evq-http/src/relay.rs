@@ -529,22 +529,10 @@ impl Relay {
                 }
                 continue;
             }
-            let c = &mut self.clients[i];
-            // During an exchange the client stays readable (its next, pipelined
-            // request is buffered, and a vanished client is noticed at once) unless
-            // a request body is waiting for the origin to drain: keeping the
-            // interest steady saves two epoll_ctl calls per request.
-            let reading = !c.eof
-                && if c.exchange {
-                    c.req_body.is_done()
-                        || c.origin
-                            .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
-                } else {
-                    !c.close_after
-                };
-            if !reading {
+            if !self.client_reading(i) {
                 break;
             }
+            let c = &mut self.clients[i];
             if c.inbuf.len() != self.cfg.limits.max_head {
                 c.inbuf = vec![0; self.cfg.limits.max_head];
             }
@@ -583,6 +571,23 @@ impl Relay {
         self.update_client_interest(i);
     }
 
+    /// Whether the client's next bytes are wanted. During an exchange the client
+    /// stays readable (its next, pipelined request is buffered, and a vanished
+    /// client is noticed at once) unless a request body is waiting for the
+    /// origin to drain: keeping the interest steady saves two epoll_ctl calls
+    /// per request.
+    fn client_reading(&self, i: usize) -> bool {
+        let c = &self.clients[i];
+        !c.eof
+            && if c.exchange {
+                c.req_body.is_done()
+                    || c.origin
+                        .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
+            } else {
+                !c.close_after
+            }
+    }
+
     fn update_client_interest(&mut self, i: usize) {
         let c = &self.clients[i];
         if c.fd < 0 {
@@ -592,32 +597,13 @@ impl Relay {
         if c.out_pos < c.out.len() {
             want |= Interest::WRITE;
         }
-        // During an exchange the client stays readable (its next, pipelined
-        // request is buffered, and a vanished client is noticed at once) unless
-        // a request body is waiting for the origin to drain: keeping the
-        // interest steady saves two epoll_ctl calls per request.
-        let reading = !c.eof
-            && if c.exchange {
-                c.req_body.is_done()
-                    || c.origin
-                        .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
-            } else {
-                !c.close_after
-            };
-        if reading && c.in_len < self.cfg.limits.max_head {
+        if self.client_reading(i) && c.in_len < self.cfg.limits.max_head {
             want |= Interest::READ;
         }
-        if want != c.registered || self.mode == Mode::Oneshot {
-            let tok = token(Kind::Client, i, c.generation);
-            let fd = c.fd;
-            self.clients[i].registered = want;
-            if self
-                .queue
-                .declare_interest(fd, want, Options::new(tok).mode(self.mode))
-                .is_err()
-            {
-                self.close_client(i);
-            }
+        let (fd, tok) = (c.fd, token(Kind::Client, i, c.generation));
+        let registered = &mut self.clients[i].registered;
+        if declare(&mut self.queue, self.mode, fd, registered, want, tok).is_err() {
+            self.close_client(i);
         }
     }
 
@@ -630,28 +616,21 @@ impl Relay {
         if or.connecting || or.out_pos < or.out.len() {
             want |= Interest::WRITE;
         }
-        match or.client {
-            None => want |= Interest::READ,
+        let reading = match or.client {
+            None => true,
             Some(c) => {
-                if !or.connecting
+                !or.connecting
                     && self.clients[c].out.len() < HIGH_WATER
                     && or.in_len < or.inbuf.len()
-                {
-                    want |= Interest::READ;
-                }
             }
+        };
+        if reading {
+            want |= Interest::READ;
         }
-        if want != or.registered || self.mode == Mode::Oneshot {
-            let tok = token(Kind::Origin, o, or.generation);
-            let fd = or.fd;
-            self.origins[o].registered = want;
-            if self
-                .queue
-                .declare_interest(fd, want, Options::new(tok).mode(self.mode))
-                .is_err()
-            {
-                self.origin_gone(o, true);
-            }
+        let (fd, tok) = (or.fd, token(Kind::Origin, o, or.generation));
+        let registered = &mut self.origins[o].registered;
+        if declare(&mut self.queue, self.mode, fd, registered, want, tok).is_err() {
+            self.origin_gone(o, true);
         }
     }
 
@@ -864,4 +843,21 @@ fn flush(fd: RawFd, out: &mut Vec<u8>, pos: &mut usize) -> Io {
     out.clear();
     *pos = 0;
     Io::Progress
+}
+
+/// Declares `want` for a connection registered for `registered`, only when it
+/// changes (level) or always (a oneshot registration is re-armed every time).
+fn declare(
+    queue: &mut EventQueue,
+    mode: Mode,
+    fd: RawFd,
+    registered: &mut Interest,
+    want: Interest,
+    token: u64,
+) -> io::Result<()> {
+    if want != *registered || mode == Mode::Oneshot {
+        *registered = want;
+        queue.declare_interest(fd, want, Options::new(token).mode(mode))?;
+    }
+    Ok(())
 }

@@ -10,16 +10,25 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A client connection (the server's connections, the proxy's clients).
-    Client = 0,
+    Client,
     /// A proxy's connection to the origin.
-    Origin = 1,
+    Origin,
     /// A client connection's timer.
-    Timer = 2,
+    Timer,
     /// The listening socket, or its pause timer.
-    Listener = 3,
+    Listener,
     /// The stop pipe that SIGINT/SIGTERM write to.
-    Signal = 4,
+    Signal,
 }
+
+/// Every kind, at its number in a token.
+const KINDS: [Kind; 5] = [
+    Kind::Client,
+    Kind::Origin,
+    Kind::Timer,
+    Kind::Listener,
+    Kind::Signal,
+];
 
 const KIND_SHIFT: u32 = 61;
 const GEN_BITS: u32 = 29;
@@ -33,14 +42,7 @@ pub(crate) fn token(kind: Kind, index: usize, generation: u32) -> u64 {
 /// What a token says: kind, slot index and generation; `None` for a token no
 /// loop here made.
 pub(crate) fn decode(t: u64) -> Option<(Kind, usize, u32)> {
-    let kind = match t >> KIND_SHIFT {
-        0 => Kind::Client,
-        1 => Kind::Origin,
-        2 => Kind::Timer,
-        3 => Kind::Listener,
-        4 => Kind::Signal,
-        _ => return None,
-    };
+    let kind = *KINDS.get((t >> KIND_SHIFT) as usize)?;
     Some((kind, t as u32 as usize, (t >> 32) as u32 & GEN_MASK))
 }
 
