@@ -38,6 +38,7 @@ mod load;
 mod relay;
 mod request;
 mod schedule;
+mod slots;
 mod stats;
 mod wan;
 

@@ -20,6 +20,7 @@
 use crate::config::{resolve, LoadConfig, LoopMode};
 use crate::request::build_request;
 use crate::schedule::{Plan, Step};
+use crate::slots::{generation_of, Slots};
 use crate::stats::{ErrorKind, LoadReport, ThreadStats};
 use evq::{Event, EventQueue, Events, Interest, Mode, Options, TimerId};
 use evq_os::CpuUsage;
@@ -32,7 +33,6 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const TIMER_BIT: u64 = 1 << 63;
-const GEN_MASK: u32 = 0x3fff_ffff;
 const MAX_WAIT: Duration = Duration::from_millis(100);
 const READ_BUF: usize = 64 * 1024;
 
@@ -83,9 +83,7 @@ struct Worker<'a> {
     edge: bool,
     /// Boxed so that taking a connection out for its event and putting it back
     /// moves a pointer, not the connection (~170 bytes, twice an event).
-    slots: Vec<Option<Box<Conn>>>,
-    gens: Vec<u32>,
-    free: Vec<u32>,
+    slots: Slots<Box<Conn>>,
     active: usize,
     stats: ThreadStats,
     plan: Plan,
@@ -105,7 +103,7 @@ struct Worker<'a> {
 
 impl<'a> Worker<'a> {
     fn token(&self, slot: u32) -> u64 {
-        (u64::from(self.gens[slot as usize]) << 32) | u64::from(slot)
+        (u64::from(self.slots.generation(slot)) << 32) | u64::from(slot)
     }
 
     fn run(&mut self, hard_deadline: Instant) -> io::Result<bool> {
@@ -147,14 +145,14 @@ impl<'a> Worker<'a> {
         }
         // Whatever is still open: cut off (an error) or, at the end of a closed-loop
         // duration, simply abandoned.
-        for slot in 0..self.slots.len() {
-            if let Some(c) = self.slots[slot].take() {
+        for slot in 0..self.slots.count() {
+            if let Some(c) = self.slots.take_any(slot) {
                 self.stats.unanswered += u64::from(c.outstanding);
                 if cut_off {
                     self.stats.errors.add(ErrorKind::Cutoff);
                     self.shared.errors.fetch_add(1, Ordering::Relaxed);
                 }
-                self.release(slot as u32, &c);
+                self.release(slot, &c);
             }
         }
         Ok(cut_off)
@@ -232,14 +230,7 @@ impl<'a> Worker<'a> {
                 return false;
             }
         };
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.slots.push(None);
-                self.gens.push(0);
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let slot = self.slots.vacant();
         let token = self.token(slot);
         let interest = if self.edge {
             Interest::READ | Interest::WRITE
@@ -252,7 +243,7 @@ impl<'a> Worker<'a> {
             .declare_interest(fd, interest, Options::new(token).mode(mode))
         {
             evq_os::io::close(fd);
-            self.free.push(slot);
+            self.slots.release(slot);
             self.fail_start(ErrorKind::from_io(&e));
             return false;
         }
@@ -275,7 +266,7 @@ impl<'a> Worker<'a> {
         if let Some(t) = self.cfg.timeout {
             self.touch(&mut conn, slot, now + t);
         }
-        self.slots[slot as usize] = Some(Box::new(conn));
+        self.slots.put(slot, Box::new(conn));
         self.active += 1;
         self.stats.max_concurrent = self.stats.max_concurrent.max(self.active as u64);
         self.shared.active.fetch_add(1, Ordering::Relaxed);
@@ -306,11 +297,7 @@ impl<'a> Worker<'a> {
         let token = ev.token();
         let is_timer = ev.is_timer() && token & TIMER_BIT != 0;
         let slot = (token & 0xffff_ffff) as u32;
-        let gen = ((token >> 32) as u32) & GEN_MASK;
-        if slot as usize >= self.slots.len() || self.gens[slot as usize] != gen {
-            return;
-        }
-        let Some(mut c) = self.slots[slot as usize].take() else {
+        let Some(mut c) = self.slots.take(slot, generation_of(token, 32)) else {
             return;
         };
         let outcome = if is_timer {
@@ -326,7 +313,7 @@ impl<'a> Worker<'a> {
             self.on_ready(&mut c, slot, ev, now)
         };
         match outcome {
-            Outcome::Keep => self.slots[slot as usize] = Some(c),
+            Outcome::Keep => self.slots.put(slot, c),
             Outcome::Done => {
                 self.stats.conns_completed += 1;
                 let _ = self.stats.lifetime.record(
@@ -350,8 +337,7 @@ impl<'a> Worker<'a> {
             self.queue.cancel_timer(t);
         }
         let _ = self.queue.close(c.fd);
-        self.gens[slot as usize] = (self.gens[slot as usize] + 1) & GEN_MASK;
-        self.free.push(slot);
+        self.slots.release(slot);
         self.active -= 1;
         self.shared.active.fetch_sub(1, Ordering::Relaxed);
     }
@@ -617,9 +603,7 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
                         addr,
                         edge: queue.capabilities().event,
                         queue,
-                        slots: Vec::new(),
-                        gens: Vec::new(),
-                        free: Vec::new(),
+                        slots: Slots::new(),
                         active: 0,
                         stats: ThreadStats::new()?,
                         plan: Plan::new(cfg, k, start),

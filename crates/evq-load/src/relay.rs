@@ -13,6 +13,7 @@
 //! One thread, level mode, interest recomputed after each step; one evq timer per
 //! direction for the head of its queue.
 
+use crate::slots::{generation_of, Slots};
 use evq::{EventQueue, Events, Interest, Options, TimerId};
 use evq_os::{Accept, Acceptor, LocalBind};
 use serde::Serialize;
@@ -27,7 +28,6 @@ use std::time::{Duration, Instant};
 pub const QUEUE_LIMIT: usize = 1 << 20;
 const LISTEN_TOKEN: u64 = (1 << 62) - 1;
 const TIMER_BIT: u64 = 1 << 63;
-const GEN_MASK: u32 = 0x1fff_ffff;
 
 /// Impairment of one direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -105,9 +105,7 @@ pub struct Relay {
     /// sheds connections instead of spinning on a listener that stays readable.
     acceptor: Acceptor,
     queue: EventQueue,
-    pairs: Vec<Option<Pair>>,
-    gens: Vec<u32>,
-    free: Vec<u32>,
+    pairs: Slots<Pair>,
     rng: u64,
     report: RelayReport,
 }
@@ -131,9 +129,7 @@ impl Relay {
             listener,
             acceptor: Acceptor::new(),
             queue,
-            pairs: Vec::new(),
-            gens: Vec::new(),
-            free: Vec::new(),
+            pairs: Slots::new(),
             rng: 0x2545_f491_4f6c_dd1d,
             report: RelayReport::default(),
         })
@@ -164,12 +160,9 @@ impl Relay {
                     continue;
                 }
                 let slot = (token & 0xffff_ffff) as u32;
-                let gen = ((token >> 33) as u32) & GEN_MASK;
+                let gen = generation_of(token, 33);
                 let side = ((token >> 32) & 1) as usize;
-                if slot as usize >= self.pairs.len() || self.gens[slot as usize] != gen {
-                    continue;
-                }
-                let Some(mut p) = self.pairs[slot as usize].take() else {
+                let Some(mut p) = self.pairs.take(slot, gen) else {
                     continue;
                 };
                 let alive = if ev.is_timer() && token & TIMER_BIT != 0 {
@@ -181,22 +174,22 @@ impl Relay {
                 let alive = alive && self.update_interest(&mut p, slot).is_ok();
                 let done = p.dirs.iter().all(|d| d.write_shut);
                 if alive && !done {
-                    self.pairs[slot as usize] = Some(p);
+                    self.pairs.put(slot, p);
                 } else {
                     self.release(slot, p);
                 }
             }
         }
-        for slot in 0..self.pairs.len() {
-            if let Some(p) = self.pairs[slot].take() {
-                self.release(slot as u32, p);
+        for slot in 0..self.pairs.count() {
+            if let Some(p) = self.pairs.take_any(slot) {
+                self.release(slot, p);
             }
         }
         Ok(self.report)
     }
 
     fn token(&self, slot: u32, side: usize) -> u64 {
-        (u64::from(self.gens[slot as usize]) << 33) | ((side as u64) << 32) | u64::from(slot)
+        (u64::from(self.pairs.generation(slot)) << 33) | ((side as u64) << 32) | u64::from(slot)
     }
 
     fn accept_all(&mut self) {
@@ -219,14 +212,7 @@ impl Relay {
             };
             // The pair owns both descriptors from here on.
             let cfd = client.into_raw_fd();
-            let slot = match self.free.pop() {
-                Some(s) => s,
-                None => {
-                    self.pairs.push(None);
-                    self.gens.push(0);
-                    (self.pairs.len() - 1) as u32
-                }
-            };
+            let slot = self.pairs.vacant();
             let mut p = Pair {
                 fds: [cfd, server],
                 upstream_connected: false,
@@ -238,7 +224,7 @@ impl Relay {
                 self.release(slot, p);
                 continue;
             }
-            self.pairs[slot as usize] = Some(p);
+            self.pairs.put(slot, p);
         }
     }
 
@@ -249,8 +235,7 @@ impl Relay {
             }
             let _ = self.queue.close(p.fds[side]);
         }
-        self.gens[slot as usize] = (self.gens[slot as usize] + 1) & GEN_MASK;
-        self.free.push(slot);
+        self.pairs.release(slot);
     }
 
     fn update_interest(&mut self, p: &mut Pair, slot: u32) -> io::Result<()> {
