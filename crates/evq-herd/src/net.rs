@@ -77,73 +77,75 @@ pub(crate) fn serve(conn: RawFd) {
     close(conn);
 }
 
-/// Sends `fd` over a Unix socket with `SCM_RIGHTS` (Stevens serv05's `write_fd`).
-pub(crate) fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
-    let mut byte = [b'f'];
+/// Runs `f` on a one-byte message (`byte`) with room for one descriptor in its
+/// control data: what both ends of the hand-off pass.
+fn one_byte_message<R>(byte: &mut u8, f: impl FnOnce(&mut libc::msghdr) -> R) -> R {
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
+        iov_base: (byte as *mut u8).cast(),
         iov_len: 1,
     };
+    // u64s: aligned for cmsghdr.
     let mut space = [0u64; 8];
-    // SAFETY: an all-zero msghdr is valid; we fill the fields sendmsg reads.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
-    // SAFETY: the control buffer is large enough for one fd (CMSG_SPACE above) and
-    // aligned for cmsghdr (u64 array); CMSG_FIRSTHDR/CMSG_DATA stay inside it.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
-    }
-    // SAFETY: `msg` points at live buffers set up above.
-    check(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) } as libc::c_int).map(drop)
-}
-
-/// Receives a descriptor sent by [`send_fd`]; `Ok(None)` at end-of-file.
-pub(crate) fn recv_fd(sock: RawFd) -> io::Result<Option<RawFd>> {
-    let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut space = [0u64; 8];
-    // SAFETY: an all-zero msghdr is valid; we fill the fields recvmsg reads.
+    // SAFETY: an all-zero msghdr is valid; the fields sendmsg/recvmsg read are
+    // filled in below and point at buffers that outlive `f`.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = space.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&space) as _;
-    // SAFETY: `msg` points at live buffers of the sizes given.
-    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if n == 0 {
-        return Ok(None);
-    }
-    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR checks msg_controllen,
-    // and we only read the data of an SCM_RIGHTS message carrying one fd.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "message without a descriptor",
-            ));
+    f(&mut msg)
+}
+
+/// Sends `fd` over a Unix socket with `SCM_RIGHTS` (Stevens serv05's `write_fd`).
+pub(crate) fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
+    one_byte_message(&mut b'f', |msg| {
+        // SAFETY: CMSG_SPACE is a pure size computation; the control buffer is
+        // larger than one descriptor's space and aligned for cmsghdr, so
+        // CMSG_FIRSTHDR/CMSG_DATA stay inside it.
+        unsafe {
+            msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+            let cmsg = libc::CMSG_FIRSTHDR(msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
         }
-        Ok(Some(std::ptr::read_unaligned(
-            libc::CMSG_DATA(cmsg).cast::<RawFd>(),
-        )))
-    }
+        // SAFETY: `msg` points at live buffers set up above.
+        check(unsafe { libc::sendmsg(sock, msg, libc::MSG_NOSIGNAL) } as libc::c_int).map(drop)
+    })
+}
+
+/// Receives a descriptor sent by [`send_fd`]; `Ok(None)` at end-of-file.
+pub(crate) fn recv_fd(sock: RawFd) -> io::Result<Option<RawFd>> {
+    one_byte_message(&mut 0, |msg| {
+        // SAFETY: `msg` points at live buffers of the sizes given.
+        let n = unsafe { libc::recvmsg(sock, msg, libc::MSG_CMSG_CLOEXEC) };
+        if n <= 0 {
+            return if n == 0 {
+                Ok(None)
+            } else {
+                Err(io::Error::last_os_error())
+            };
+        }
+        // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR checks
+        // msg_controllen, and only the data of an SCM_RIGHTS message carrying
+        // one fd is read.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(msg);
+            if cmsg.is_null()
+                || (*cmsg).cmsg_level != libc::SOL_SOCKET
+                || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "message without a descriptor",
+                ));
+            }
+            Ok(Some(std::ptr::read_unaligned(
+                libc::CMSG_DATA(cmsg).cast::<RawFd>(),
+            )))
+        }
+    })
 }
 
 /// A connected pair of Unix stream sockets (close-on-exec).
