@@ -609,13 +609,16 @@ impl Reactor {
                 // Something is already due: look, do not sleep.
                 timeout = Some(Duration::ZERO);
             }
+            // From here on a notify must reach the eventfd: one sent before this
+            // point (while nobody waited) left the eventfd readable, so the wait
+            // returns at once; one sent after it finds the flag clear.
+            self.notify_sent.store(false, Ordering::SeqCst);
         }
         self.counters.waits.fetch_add(1, Ordering::Relaxed);
         let Driver { queue, events, .. } = driver;
         let result = queue.get_next_event(events, timeout);
         if blocking {
             self.waiting.store(false, Ordering::SeqCst);
-            self.notify_sent.store(false, Ordering::Release);
             if driving {
                 if let Some(s) = sleeper {
                     s.end_driving();
