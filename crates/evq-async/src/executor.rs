@@ -320,7 +320,8 @@ impl Shared {
             })
         });
         let main_waker = Arc::new(MainWaker {
-            woken: AtomicBool::new(true),
+            // A worker with a main future polls it first; one without never looks.
+            woken: AtomicBool::new(main.is_some()),
             sleeper: sleeper.clone(),
         });
         let waker = Waker::from(main_waker.clone());

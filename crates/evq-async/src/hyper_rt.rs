@@ -55,7 +55,8 @@ fn poll_read_into<T>(
         // SAFETY: the slice is only written by read(2) below, which never de-
         // initialises memory; `advance` is told exactly how much it initialised.
         let dst = unsafe { buf.as_mut() };
-        match handle.poll_raw(true, cx, || {
+        let len = dst.len();
+        match handle.poll_raw_transfer(true, cx, len, || {
             // SAFETY: read(2) writes at most `dst.len()` bytes into `dst`, a live
             // mutable slice, and returns how many (or -1 with errno).
             let n = unsafe { libc::read(fd, dst.as_mut_ptr().cast(), dst.len()) };
@@ -73,6 +74,18 @@ fn poll_read_into<T>(
     // SAFETY: read(2) initialised the first `n` bytes of the cursor's slice.
     unsafe { buf.advance(n) };
     Poll::Ready(Ok(()))
+}
+
+/// `send(2)` with `MSG_NOSIGNAL` (what std's `TcpStream::write` does): a peer that
+/// went away is an `EPIPE` error, not a `SIGPIPE`.
+fn write_fd(fd: std::os::fd::RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: send(2) reads at most `buf.len()` bytes from a live slice.
+    let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 macro_rules! hyper_io {
@@ -93,7 +106,8 @@ macro_rules! hyper_io {
                 cx: &mut Context<'_>,
                 buf: &[u8],
             ) -> Poll<io::Result<usize>> {
-                self.poll_write_with(cx, |mut s| s.write(buf))
+                let fd = self.fd();
+                self.poll_raw_transfer(false, cx, buf.len(), || write_fd(fd, buf))
             }
 
             fn poll_write_vectored(
@@ -101,7 +115,10 @@ macro_rules! hyper_io {
                 cx: &mut Context<'_>,
                 bufs: &[IoSlice<'_>],
             ) -> Poll<io::Result<usize>> {
-                self.poll_write_with(cx, |mut s| s.write_vectored(bufs))
+                let len = bufs.iter().map(|b| b.len()).sum();
+                self.poll_raw_transfer(false, cx, len, || {
+                    Write::write_vectored(&mut self.get_ref(), bufs)
+                })
             }
 
             fn is_write_vectored(&self) -> bool {

@@ -77,8 +77,18 @@ impl<T: AsRawFd> Async<T> {
     /// As [`Async::new`], without the `fcntl(2)` step. A descriptor left blocking
     /// would block the thread in its first read: that is the caller's promise.
     pub fn new_nonblocking(io: T) -> io::Result<Async<T>> {
+        Async::register(io, false)
+    }
+
+    /// Registers a std stream socket made by this crate's constructors, whose
+    /// transfers are one system call each (see `Source::drains`).
+    pub(crate) fn new_stream(io: T) -> io::Result<Async<T>> {
+        Async::register(io, true)
+    }
+
+    fn register(io: T, drains: bool) -> io::Result<Async<T>> {
         let reactor = Reactor::get()?;
-        let source = reactor.register(io.as_raw_fd())?;
+        let source = reactor.register(io.as_raw_fd(), drains)?;
         Ok(Async {
             source,
             reactor,
@@ -262,6 +272,40 @@ impl<T> Async<T> {
         poll_fn(|cx| self.poll_write_with(cx, &mut op)).await
     }
 
+    fn poll_transfer_mut(
+        &mut self,
+        dir: Direction,
+        cx: &mut Context<'_>,
+        len: usize,
+        mut op: impl FnMut(&mut T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        let Async {
+            source,
+            reactor,
+            io,
+        } = self;
+        let io = io
+            .as_mut()
+            .expect("an Async handle holds its I/O object until dropped");
+        let drains = source.drains;
+        AsyncRef { source, reactor }.poll_transfer(dir, cx, len, drains, || op(io))
+    }
+
+    fn poll_transfer_ref(
+        &self,
+        dir: Direction,
+        cx: &mut Context<'_>,
+        len: usize,
+        mut op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        let io = self.get_ref();
+        AsyncRef {
+            source: &self.source,
+            reactor: self.reactor,
+        }
+        .poll_transfer(dir, cx, len, self.source.drains, || op(io))
+    }
+
     fn poll_io_mut<R>(
         &mut self,
         dir: Direction,
@@ -289,6 +333,42 @@ struct AsyncRef<'a> {
 }
 
 impl AsyncRef<'_> {
+    /// `poll_io` for a transfer of up to `len` bytes that returns how many moved:
+    /// on a handle that drains (see `Source::drains`), a short transfer clears the
+    /// direction's readiness as a `WouldBlock` would have.
+    fn poll_transfer(
+        &self,
+        dir: Direction,
+        cx: &mut Context<'_>,
+        len: usize,
+        drains: bool,
+        mut op: impl FnMut() -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let (poll, rearm) = self.source.poll_ready(dir, cx);
+            if let Rearm::Needed = rearm {
+                self.reactor.rearm(self.source);
+            }
+            let tick = match poll {
+                Poll::Ready(Ok(tick)) => tick,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.source.clear_ready(dir, tick)
+                }
+                Ok(n) => {
+                    if drains && n > 0 && n < len {
+                        self.source.clear_ready(dir, tick);
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                result => return Poll::Ready(result),
+            }
+        }
+    }
+
     fn poll_io<R>(
         &self,
         dir: Direction,
@@ -408,8 +488,9 @@ impl<T: Read> AsyncRead for Async<T> {
         cx: &mut Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
+        let len = buf.len();
         self.get_mut()
-            .poll_io_mut(Direction::Read, cx, |io| io.read(buf))
+            .poll_transfer_mut(Direction::Read, cx, len, |io| io.read(buf))
     }
 
     fn poll_read_vectored(
@@ -417,8 +498,9 @@ impl<T: Read> AsyncRead for Async<T> {
         cx: &mut Context<'_>,
         bufs: &mut [IoSliceMut<'_>],
     ) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum::<usize>();
         self.get_mut()
-            .poll_io_mut(Direction::Read, cx, |io| io.read_vectored(bufs))
+            .poll_transfer_mut(Direction::Read, cx, len, |io| io.read_vectored(bufs))
     }
 }
 
@@ -431,7 +513,8 @@ where
         cx: &mut Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
-        self.poll_read_with(cx, |mut io| io.read(buf))
+        let len = buf.len();
+        self.poll_transfer_ref(Direction::Read, cx, len, |mut io| io.read(buf))
     }
 
     fn poll_read_vectored(
@@ -439,7 +522,8 @@ where
         cx: &mut Context<'_>,
         bufs: &mut [IoSliceMut<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.poll_read_with(cx, |mut io| io.read_vectored(bufs))
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.poll_transfer_ref(Direction::Read, cx, len, |mut io| io.read_vectored(bufs))
     }
 }
 
@@ -449,8 +533,9 @@ impl<T: Write> AsyncWrite for Async<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        let len = buf.len();
         self.get_mut()
-            .poll_io_mut(Direction::Write, cx, |io| io.write(buf))
+            .poll_transfer_mut(Direction::Write, cx, len, |io| io.write(buf))
     }
 
     fn poll_write_vectored(
@@ -458,8 +543,9 @@ impl<T: Write> AsyncWrite for Async<T> {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum::<usize>();
         self.get_mut()
-            .poll_io_mut(Direction::Write, cx, |io| io.write_vectored(bufs))
+            .poll_transfer_mut(Direction::Write, cx, len, |io| io.write_vectored(bufs))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -483,7 +569,8 @@ where
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.poll_write_with(cx, |mut io| io.write(buf))
+        let len = buf.len();
+        self.poll_transfer_ref(Direction::Write, cx, len, |mut io| io.write(buf))
     }
 
     fn poll_write_vectored(
@@ -491,7 +578,8 @@ where
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.poll_write_with(cx, |mut io| io.write_vectored(bufs))
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.poll_transfer_ref(Direction::Write, cx, len, |mut io| io.write_vectored(bufs))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -509,20 +597,26 @@ impl<T> Async<T> {
         self.source.fd
     }
 
-    /// `poll_io` for modules that read into memory the I/O object does not know
-    /// (hyper's uninitialised buffers).
+    /// A transfer by a module that makes the system call itself (hyper's
+    /// uninitialised buffers): one `read(2)`/`write(2)` on a stream socket, so a
+    /// short transfer clears readiness whoever registered the handle.
     #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
-    pub(crate) fn poll_raw<R>(
+    pub(crate) fn poll_raw_transfer(
         &self,
         read: bool,
         cx: &mut Context<'_>,
-        op: impl FnMut() -> io::Result<R>,
-    ) -> Poll<io::Result<R>> {
+        len: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
         let dir = if read {
             Direction::Read
         } else {
             Direction::Write
         };
-        self.poll_io(dir, cx, op)
+        AsyncRef {
+            source: &self.source,
+            reactor: self.reactor,
+        }
+        .poll_transfer(dir, cx, len, true, op)
     }
 }

@@ -76,7 +76,7 @@ impl Async<TcpListener> {
         let addr = addr
             .as_socket()
             .ok_or_else(|| io::Error::other("accept4 returned a non-IP peer address"))?;
-        Ok((Async::new_nonblocking(TcpStream::from(fd))?, addr))
+        Ok((Async::new_stream(TcpStream::from(fd))?, addr))
     }
 }
 
@@ -100,7 +100,7 @@ impl Async<TcpStream> {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),
         }
-        let stream = Async::new_nonblocking(TcpStream::from(socket))?;
+        let stream = Async::new_stream(TcpStream::from(socket))?;
         wait_connected(&stream, |s| s.take_error(), |s| s.peer_addr().map(drop)).await?;
         Ok(stream)
     }
@@ -149,7 +149,7 @@ impl Async<UnixListener> {
         let (fd, _) = self
             .read_with(|l| accept_nonblocking(l.as_raw_fd()))
             .await?;
-        Async::new_nonblocking(UnixStream::from(fd))
+        Async::new_stream(UnixStream::from(fd))
     }
 }
 
@@ -165,7 +165,7 @@ impl Async<UnixStream> {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),
         }
-        let stream = Async::new_nonblocking(UnixStream::from(OwnedFd::from(socket)))?;
+        let stream = Async::new_stream(UnixStream::from(OwnedFd::from(socket)))?;
         wait_connected(&stream, |s| s.take_error(), |s| s.peer_addr().map(drop)).await?;
         Ok(stream)
     }
@@ -176,6 +176,8 @@ impl Async<UnixStream> {
     /// `socketpair(2)`'s error, or the registration's.
     pub fn pair() -> io::Result<(Async<UnixStream>, Async<UnixStream>)> {
         let (a, b) = UnixStream::pair()?;
-        Ok((Async::new(a)?, Async::new(b)?))
+        a.set_nonblocking(true)?;
+        b.set_nonblocking(true)?;
+        Ok((Async::new_stream(a)?, Async::new_stream(b)?))
     }
 }

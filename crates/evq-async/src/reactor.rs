@@ -279,11 +279,11 @@ impl Reactor {
     /// a refusal is returned; with the queue held by a waiting thread it is handed
     /// to that thread, and a refusal (rare: the kernel refusing a descriptor the
     /// type system let through) is reported by the handle's first operation.
-    pub(crate) fn register(&self, fd: std::os::fd::RawFd) -> io::Result<Arc<Source>> {
+    pub(crate) fn register(&self, fd: std::os::fd::RawFd, drains: bool) -> io::Result<Arc<Source>> {
         let source = {
             let mut sources = lock(&self.sources);
             let entry = sources.vacant_entry();
-            let source = Arc::new(Source::new(fd, entry.key(), self.oneshot, false));
+            let source = Arc::new(Source::new(fd, entry.key(), self.oneshot, drains));
             entry.insert(source.clone());
             source
         };

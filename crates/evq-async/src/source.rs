@@ -37,6 +37,14 @@
 //! either was consumed by it or left the tick changed (case 1); at worst the loop
 //! makes one extra attempt. `tests/lost_wakeup.rs` drives these interleavings.
 //!
+//! A *short* read or write (fewer bytes than asked) on a stream socket or pipe
+//! means the kernel buffer was emptied (or filled) by that very call, so the same
+//! `clear_ready(dir, tick)` is applied after it, saving the `WouldBlock` call that
+//! would only confirm it; the argument above holds unchanged, since the tick was
+//! read before the call. Only handles whose I/O object is known to make one system
+//! call per transfer use this (`Source::drains`): a type that buffers in user space
+//! could return short from its buffer while the descriptor still holds data.
+//!
 //! Backends without event mode (until evq has it on `select` and `poll`) use
 //! [`Mode::Oneshot`](evq::Mode::Oneshot): the same protocol, plus the registration
 //! is re-armed when a waiter appears for a direction the kernel is not watching.
@@ -109,6 +117,11 @@ pub(crate) struct Source {
     pub(crate) key: usize,
     /// Oneshot re-arm mode (the backend has no event mode).
     pub(crate) oneshot: bool,
+    /// The handle's I/O object is a std stream socket (or pipe) whose `read` and
+    /// `write` are one system call each: a short transfer means the kernel buffer
+    /// was drained (or filled), so readiness can be cleared without the `WouldBlock`
+    /// call that would confirm it (tokio's rule for its own sockets).
+    pub(crate) drains: bool,
     state: Mutex<SourceState>,
 }
 
@@ -119,19 +132,18 @@ pub(crate) enum Rearm {
 }
 
 impl Source {
-    pub(crate) fn new(fd: RawFd, key: usize, oneshot: bool, optimistic: bool) -> Source {
-        let mut state = SourceState {
+    pub(crate) fn new(fd: RawFd, key: usize, oneshot: bool, drains: bool) -> Source {
+        let state = SourceState {
             dirs: Default::default(),
             armed: [false; 2],
             rearm_queued: false,
             error: None,
         };
-        state.dirs[0].ready = optimistic;
-        state.dirs[1].ready = optimistic;
         Source {
             fd,
             key,
             oneshot,
+            drains,
             state: Mutex::new(state),
         }
     }
