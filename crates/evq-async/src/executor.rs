@@ -64,6 +64,8 @@ struct Shared {
     id: usize,
     injector: Injector<Runnable>,
     workers: Mutex<Vec<Arc<WorkerSlot>>>,
+    /// `workers.len()`, read without the lock.
+    worker_count: AtomicUsize,
     /// Workers idle (between deciding there is nothing to run and waking).
     idle: AtomicUsize,
     shutdown: AtomicBool,
@@ -148,6 +150,7 @@ impl Executor {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             injector: Injector::new(),
             workers: Mutex::new(Vec::new()),
+            worker_count: AtomicUsize::new(0),
             idle: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
         });
@@ -277,19 +280,24 @@ impl Shared {
     fn has_work(&self, local: &Worker<Runnable>) -> bool {
         !local.is_empty()
             || !self.injector.is_empty()
-            || lock(&self.workers).iter().any(|w| !w.stealer.is_empty())
+            || (self.worker_count.load(Ordering::Relaxed) > 1
+                && lock(&self.workers).iter().any(|w| !w.stealer.is_empty()))
     }
 
     fn find_task(&self, local: &Worker<Runnable>) -> Option<Runnable> {
         if let Some(r) = local.pop() {
             return Some(r);
         }
-        loop {
+        // Checked first: stealing from an empty injector is not free.
+        while !self.injector.is_empty() {
             match self.injector.steal_batch_and_pop(local) {
                 Steal::Success(r) => return Some(r),
                 Steal::Retry => continue,
                 Steal::Empty => break,
             }
+        }
+        if self.worker_count.load(Ordering::Relaxed) < 2 {
+            return None;
         }
         for w in lock(&self.workers).iter() {
             loop {
@@ -312,7 +320,11 @@ impl Shared {
             sleeper: sleeper.clone(),
             idle: AtomicBool::new(false),
         });
-        lock(&self.workers).push(slot.clone());
+        {
+            let mut workers = lock(&self.workers);
+            workers.push(slot.clone());
+            self.worker_count.store(workers.len(), Ordering::Relaxed);
+        }
         let previous = LOCAL.with(|l| {
             l.borrow_mut().replace(Local {
                 executor: self.id,
@@ -382,7 +394,11 @@ impl Shared {
 
         // Leave: tasks still queued here go to the injector for the others.
         let local = LOCAL.with(|l| std::mem::replace(&mut *l.borrow_mut(), previous));
-        lock(&self.workers).retain(|w| !Arc::ptr_eq(w, &slot));
+        {
+            let mut workers = lock(&self.workers);
+            workers.retain(|w| !Arc::ptr_eq(w, &slot));
+            self.worker_count.store(workers.len(), Ordering::Relaxed);
+        }
         if let Some(local) = local {
             while let Some(r) = local.queue.pop() {
                 if self.shutdown.load(Ordering::Acquire) {

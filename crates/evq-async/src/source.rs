@@ -1,5 +1,6 @@
 //! One registered descriptor's readiness, as the reactor reports it and tasks
-//! consume it: a flag and a tick per direction, and the wakers waiting on them.
+//! consume it: a flag and a tick per direction (one atomic word each), and the
+//! wakers waiting on them (behind a mutex).
 //!
 //! # The protocol, and why it loses no wake-up
 //!
@@ -32,8 +33,13 @@
 //!    sees `ready` and returns at once.
 //! 3. E after `poll_ready` stored the waker: E takes that waker and wakes it.
 //!
-//! `poll_ready`'s check-and-store and the reactor's set-and-take run under the same
-//! lock, so there is no fourth order. An event from *before* the failed `op()`
+//! The flag and tick are one atomic word, so the common paths (ready, or clearing
+//! after a transfer) take no lock. The waker is stored under the waiters' mutex
+//! and the word is read again *after* storing it; the reactor updates the word
+//! (`SeqCst`) *before* it takes that mutex to collect wakers. If the reactor takes
+//! the mutex after the task let go, it finds the waker (case 3); if before, its
+//! update happened before the task took the mutex, so the task's re-read sees
+//! `ready` (case 2). So there is no fourth order. An event from *before* the failed `op()`
 //! either was consumed by it or left the tick changed (case 1); at worst the loop
 //! makes one extra attempt. `tests/lost_wakeup.rs` drives these interleavings.
 //!
@@ -55,6 +61,7 @@ use evq::Readiness;
 use slab::Slab;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -71,6 +78,10 @@ impl Direction {
     }
 }
 
+/// Bit 0 of a direction's word: ready. The rest: the tick, moved by every event.
+const READY: u64 = 1;
+const TICK: u64 = 2;
+
 /// A `readable()`/`writable()` future's place in line.
 #[derive(Default)]
 struct Waiter {
@@ -81,12 +92,7 @@ struct Waiter {
 }
 
 #[derive(Default)]
-struct DirectionState {
-    /// Bumped by every event for this direction.
-    tick: u64,
-    /// An event (or the registration's initial state) said this direction is ready,
-    /// and no operation has met `WouldBlock` since.
-    ready: bool,
+struct DirectionWaiters {
     /// The task of the I/O-trait path (`poll_read`, `poll_write`, `accept`): one per
     /// direction, the last one to poll (as in tokio and async-io).
     waker: Option<Waker>,
@@ -94,14 +100,15 @@ struct DirectionState {
     waiters: Slab<Waiter>,
 }
 
-impl DirectionState {
+impl DirectionWaiters {
     fn has_waiters(&self) -> bool {
         self.waker.is_some() || !self.waiters.is_empty()
     }
 }
 
-pub(crate) struct SourceState {
-    dirs: [DirectionState; 2],
+#[derive(Default)]
+pub(crate) struct Waiters {
+    dirs: [DirectionWaiters; 2],
     /// Oneshot mode only: the directions the kernel registration currently watches.
     armed: [bool; 2],
     /// Oneshot mode only: a re-arm is queued for the reactor.
@@ -122,7 +129,11 @@ pub(crate) struct Source {
     /// was drained (or filled), so readiness can be cleared without the `WouldBlock`
     /// call that would confirm it (tokio's rule for its own sockets).
     pub(crate) drains: bool,
-    state: Mutex<SourceState>,
+    /// Per direction: `tick << 1 | ready`.
+    readiness: [AtomicU64; 2],
+    /// Set (before the flag words) when `Waiters::error` is.
+    failed: AtomicBool,
+    waiters: Mutex<Waiters>,
 }
 
 /// What a caller of `poll_ready` must do after a `Pending` in oneshot mode.
@@ -133,69 +144,90 @@ pub(crate) enum Rearm {
 
 impl Source {
     pub(crate) fn new(fd: RawFd, key: usize, oneshot: bool, drains: bool) -> Source {
-        let state = SourceState {
-            dirs: Default::default(),
-            armed: [false; 2],
-            rearm_queued: false,
-            error: None,
-        };
         Source {
             fd,
             key,
             oneshot,
             drains,
-            state: Mutex::new(state),
+            readiness: [AtomicU64::new(0), AtomicU64::new(0)],
+            failed: AtomicBool::new(false),
+            waiters: Mutex::new(Waiters::default()),
         }
     }
 
     /// A registration handed to another thread: until it reports the real state,
     /// assume both directions ready (a wrong guess costs one `WouldBlock`).
     pub(crate) fn set_optimistic(&self) {
-        let mut state = self.lock();
-        state.dirs[0].ready = true;
-        state.dirs[1].ready = true;
+        for word in &self.readiness {
+            word.fetch_or(READY, Ordering::SeqCst);
+        }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, SourceState> {
+    fn lock(&self) -> MutexGuard<'_, Waiters> {
         // A panic while holding this lock cannot leave the state half-written (every
         // critical section is a few field assignments), so a poisoned lock is used.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn error(&self, waiters: &Waiters) -> Option<io::Error> {
+        waiters
+            .error
+            .as_ref()
+            .map(|(kind, msg)| io::Error::new(*kind, msg.clone()))
     }
 
     /// Ready (returns the tick to pass to `clear_ready`), or the waker is stored and
     /// `Pending` returned. The second value says whether a oneshot re-arm must be
     /// queued (the caller does it, outside this lock).
+    #[inline]
     pub(crate) fn poll_ready(
         &self,
         dir: Direction,
         cx: &mut Context<'_>,
     ) -> (Poll<io::Result<u64>>, Rearm) {
-        let mut state = self.lock();
-        if let Some((kind, msg)) = &state.error {
-            return (
-                Poll::Ready(Err(io::Error::new(*kind, msg.clone()))),
-                Rearm::No,
-            );
+        let word = self.readiness[dir.index()].load(Ordering::Acquire);
+        if word & READY != 0 && !self.failed.load(Ordering::Relaxed) {
+            return (Poll::Ready(Ok(word >> 1)), Rearm::No);
         }
-        let d = &mut state.dirs[dir.index()];
-        if d.ready {
-            return (Poll::Ready(Ok(d.tick)), Rearm::No);
+        self.poll_ready_slow(dir, cx)
+    }
+
+    #[cold]
+    fn poll_ready_slow(
+        &self,
+        dir: Direction,
+        cx: &mut Context<'_>,
+    ) -> (Poll<io::Result<u64>>, Rearm) {
+        let mut waiters = self.lock();
+        if let Some(e) = self.error(&waiters) {
+            return (Poll::Ready(Err(e)), Rearm::No);
         }
-        match &mut d.waker {
+        match &mut waiters.dirs[dir.index()].waker {
             Some(w) if w.will_wake(cx.waker()) => {}
             slot => *slot = Some(cx.waker().clone()),
         }
-        (Poll::Pending, self.want_rearm(&mut state, dir))
+        // Read again after storing the waker (see the module documentation).
+        let word = self.readiness[dir.index()].load(Ordering::SeqCst);
+        if word & READY != 0 {
+            return (Poll::Ready(Ok(word >> 1)), Rearm::No);
+        }
+        (Poll::Pending, self.want_rearm(&mut waiters, dir))
     }
 
-    /// Clears `ready` after an operation met `WouldBlock`, unless an event arrived
-    /// since `tick` was read (see the module documentation).
+    /// Clears `ready` after an operation met `WouldBlock` (or a short transfer),
+    /// unless an event arrived since `tick` was read.
+    #[inline]
     pub(crate) fn clear_ready(&self, dir: Direction, tick: u64) {
-        let mut state = self.lock();
-        let d = &mut state.dirs[dir.index()];
-        if d.tick == tick {
-            d.ready = false;
-        }
+        let _ = self.readiness[dir.index()].compare_exchange(
+            (tick << 1) | READY,
+            tick << 1,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+
+    fn is_ready(&self, dir: Direction) -> bool {
+        self.readiness[dir.index()].load(Ordering::SeqCst) & READY != 0
     }
 
     /// `readable()`/`writable()`: resolves if notified while in line or ready now;
@@ -206,48 +238,55 @@ impl Source {
         cx: &mut Context<'_>,
         slot: &mut Option<usize>,
     ) -> (Poll<io::Result<()>>, Rearm) {
-        let mut state = self.lock();
-        if let Some((kind, msg)) = state.error.clone() {
+        if slot.is_none() && self.is_ready(dir) && !self.failed.load(Ordering::Relaxed) {
+            return (Poll::Ready(Ok(())), Rearm::No);
+        }
+        let mut waiters = self.lock();
+        if let Some(e) = self.error(&waiters) {
             if let Some(key) = slot.take() {
-                state.dirs[dir.index()].waiters.remove(key);
+                waiters.dirs[dir.index()].waiters.remove(key);
             }
-            return (Poll::Ready(Err(io::Error::new(kind, msg))), Rearm::No);
+            return (Poll::Ready(Err(e)), Rearm::No);
         }
-        let d = &mut state.dirs[dir.index()];
-        if let Some(key) = *slot {
-            if d.waiters[key].notified || d.ready {
-                d.waiters.remove(key);
-                *slot = None;
-                return (Poll::Ready(Ok(())), Rearm::No);
+        let line = &mut waiters.dirs[dir.index()].waiters;
+        let key = match *slot {
+            Some(key) => {
+                match &mut line[key].waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    w => *w = Some(cx.waker().clone()),
+                }
+                key
             }
-            match &mut d.waiters[key].waker {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                w => *w = Some(cx.waker().clone()),
+            None => {
+                let key = line.insert(Waiter {
+                    waker: Some(cx.waker().clone()),
+                    notified: false,
+                });
+                *slot = Some(key);
+                key
             }
-        } else {
-            if d.ready {
-                return (Poll::Ready(Ok(())), Rearm::No);
-            }
-            *slot = Some(d.waiters.insert(Waiter {
-                waker: Some(cx.waker().clone()),
-                notified: false,
-            }));
+        };
+        // Read again after joining the line (see the module documentation).
+        if line[key].notified || self.is_ready(dir) {
+            line.remove(key);
+            *slot = None;
+            return (Poll::Ready(Ok(())), Rearm::No);
         }
-        (Poll::Pending, self.want_rearm(&mut state, dir))
+        (Poll::Pending, self.want_rearm(&mut waiters, dir))
     }
 
     /// A `readable()`/`writable()` future dropped before it resolved leaves the line.
     pub(crate) fn remove_waiter(&self, dir: Direction, key: usize) {
-        let mut state = self.lock();
-        let waiters = &mut state.dirs[dir.index()].waiters;
-        if waiters.contains(key) {
-            waiters.remove(key);
+        let mut waiters = self.lock();
+        let line = &mut waiters.dirs[dir.index()].waiters;
+        if line.contains(key) {
+            line.remove(key);
         }
     }
 
-    fn want_rearm(&self, state: &mut SourceState, dir: Direction) -> Rearm {
-        if self.oneshot && !state.armed[dir.index()] && !state.rearm_queued {
-            state.rearm_queued = true;
+    fn want_rearm(&self, waiters: &mut Waiters, dir: Direction) -> Rearm {
+        if self.oneshot && !waiters.armed[dir.index()] && !waiters.rearm_queued {
+            waiters.rearm_queued = true;
             Rearm::Needed
         } else {
             Rearm::No
@@ -259,28 +298,31 @@ impl Source {
     /// (woken by the caller after it lets go of the reactor's locks).
     pub(crate) fn set_readiness(&self, readiness: Readiness, event: bool, wakers: &mut Vec<Waker>) {
         let everything = readiness.intersects(Readiness::HUP | Readiness::ERROR);
-        let read = everything || readiness.contains(Readiness::READ);
-        let write = everything || readiness.contains(Readiness::WRITE);
-        let mut state = self.lock();
+        let hits = [
+            everything || readiness.contains(Readiness::READ),
+            everything || readiness.contains(Readiness::WRITE),
+        ];
+        // The words first, then the mutex (see the module documentation).
+        for (word, hit) in self.readiness.iter().zip(hits) {
+            if hit {
+                let _ = word.fetch_update(Ordering::SeqCst, Ordering::Relaxed, |w| {
+                    Some(((w & !READY) + TICK) | READY)
+                });
+            }
+        }
+        let mut waiters = self.lock();
         if event && self.oneshot {
             // A oneshot registration is disarmed by the event that reported it.
-            state.armed = [false; 2];
+            waiters.armed = [false; 2];
         }
-        for (dir, hit) in [(0, read), (1, write)] {
+        for (d, hit) in waiters.dirs.iter_mut().zip(hits) {
             if !hit {
                 continue;
             }
-            let d = &mut state.dirs[dir];
-            d.tick = d.tick.wrapping_add(1);
-            d.ready = true;
-            if let Some(w) = d.waker.take() {
-                wakers.push(w);
-            }
+            wakers.extend(d.waker.take());
             for (_, waiter) in d.waiters.iter_mut() {
                 waiter.notified = true;
-                if let Some(w) = waiter.waker.take() {
-                    wakers.push(w);
-                }
+                wakers.extend(waiter.waker.take());
             }
         }
     }
@@ -288,11 +330,13 @@ impl Source {
     /// Oneshot mode: the directions to arm now (those with a waiter and not ready),
     /// recorded as armed. Empty means nothing to arm.
     pub(crate) fn take_rearm(&self) -> (bool, bool) {
-        let mut state = self.lock();
-        state.rearm_queued = false;
-        let want = |d: &DirectionState| d.has_waiters() && !d.ready;
-        let (r, w) = (want(&state.dirs[0]), want(&state.dirs[1]));
-        state.armed = [r, w];
+        let mut waiters = self.lock();
+        waiters.rearm_queued = false;
+        let want = |i: usize, d: &DirectionWaiters| {
+            d.has_waiters() && self.readiness[i].load(Ordering::SeqCst) & READY == 0
+        };
+        let (r, w) = (want(0, &waiters.dirs[0]), want(1, &waiters.dirs[1]));
+        waiters.armed = [r, w];
         (r, w)
     }
 
@@ -305,9 +349,10 @@ impl Source {
     /// A deferred registration failed: every operation on the handle reports it, and
     /// every waiter is woken to see it.
     pub(crate) fn set_error(&self, err: &io::Error, wakers: &mut Vec<Waker>) {
-        let mut state = self.lock();
-        state.error = Some((err.kind(), err.to_string()));
-        for d in &mut state.dirs {
+        let mut waiters = self.lock();
+        waiters.error = Some((err.kind(), err.to_string()));
+        self.failed.store(true, Ordering::SeqCst);
+        for d in &mut waiters.dirs {
             wakers.extend(d.waker.take());
             wakers.extend(d.waiters.iter_mut().filter_map(|(_, w)| w.waker.take()));
         }
@@ -315,7 +360,7 @@ impl Source {
 
     /// Waiters in line (both directions), for the reactor's statistics and tests.
     pub(crate) fn waiter_count(&self) -> usize {
-        let state = self.lock();
-        state.dirs.iter().map(|d| d.waiters.len()).sum()
+        let waiters = self.lock();
+        waiters.dirs.iter().map(|d| d.waiters.len()).sum()
     }
 }
