@@ -105,8 +105,10 @@ thread_local! {
 /// assert_eq!(v, 7);
 /// ```
 pub fn block_on<T>(future: impl Future<Output = T>) -> T {
-    let reactor = Reactor::get().ok();
+    // Counted before the reactor is first made, so that a fallback thread started
+    // by this very call finds a loop of ours already running and stays parked.
     let _active = ActiveLoop::enter();
+    let reactor = Reactor::get().ok();
     let sleeper = CACHED
         .with(Cell::take)
         .unwrap_or_else(Sleeper::for_current_thread);

@@ -77,9 +77,35 @@ pub(crate) struct Driver {
     events: Events,
     /// Timer slot → evq timer, while armed.
     timer_ids: Vec<Option<TimerId>>,
-    /// Descriptor number → source key + 1 (0: none), to refuse a second handle on
-    /// one number (it would silently steal the first one's registration).
+}
+
+/// The registered descriptors.
+#[derive(Default)]
+struct Sources {
+    slab: Slab<Arc<Source>>,
+    /// Descriptor number → source key + 1 (0: none), from the handle's creation to
+    /// its revoke, to refuse a second handle on one number (it would silently take
+    /// over the first one's registration).
     owners: Vec<usize>,
+}
+
+impl Sources {
+    fn owner(&self, fd: std::os::fd::RawFd) -> usize {
+        self.owners.get(fd as usize).copied().unwrap_or(0)
+    }
+
+    fn remove(&mut self, source: &Arc<Source>) {
+        if self
+            .slab
+            .get(source.key)
+            .is_some_and(|s| Arc::ptr_eq(s, source))
+        {
+            self.slab.remove(source.key);
+            if self.owner(source.fd) == source.key + 1 {
+                self.owners[source.fd as usize] = 0;
+            }
+        }
+    }
 }
 
 /// Counters the reactor keeps (relaxed atomics).
@@ -125,7 +151,7 @@ pub(crate) struct Reactor {
     /// A notify was sent since the last wait returned (coalesces eventfd writes).
     notify_sent: AtomicBool,
     notifier: evq::Notifier,
-    sources: Mutex<Slab<Arc<Source>>>,
+    sources: Mutex<Sources>,
     timers: Mutex<Slab<TimerSlot>>,
     backend: BackendKind,
     oneshot: bool,
@@ -206,14 +232,13 @@ impl Reactor {
                 queue,
                 events: Events::with_capacity(BATCH),
                 timer_ids: Vec::new(),
-                owners: Vec::new(),
             }),
             ops: Mutex::new(Vec::new()),
             ops_pending: AtomicBool::new(false),
             waiting: AtomicBool::new(false),
             notify_sent: AtomicBool::new(false),
             notifier,
-            sources: Mutex::new(Slab::new()),
+            sources: Mutex::new(Sources::default()),
             timers: Mutex::new(Slab::new()),
             backend,
             // The paper's event mode where the backend has it: registered once,
@@ -229,7 +254,10 @@ impl Reactor {
     pub(crate) fn stats(&self) -> ReactorStats {
         let (sources, waiters) = {
             let s = lock(&self.sources);
-            (s.len(), s.iter().map(|(_, s)| s.waiter_count()).sum())
+            (
+                s.slab.len(),
+                s.slab.iter().map(|(_, s)| s.waiter_count()).sum(),
+            )
         };
         ReactorStats {
             backend: self.backend,
@@ -282,9 +310,22 @@ impl Reactor {
     pub(crate) fn register(&self, fd: std::os::fd::RawFd, drains: bool) -> io::Result<Arc<Source>> {
         let source = {
             let mut sources = lock(&self.sources);
-            let entry = sources.vacant_entry();
+            if sources.owner(fd) != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "descriptor {fd} already has an Async handle; a second one would take \
+                         over its registration (share the first: `&Async<T>`, `Arc<Async<T>>`)"
+                    ),
+                ));
+            }
+            let entry = sources.slab.vacant_entry();
             let source = Arc::new(Source::new(fd, entry.key(), self.oneshot, drains));
             entry.insert(source.clone());
+            if sources.owners.len() <= fd as usize {
+                sources.owners.resize(fd as usize + 1, 0);
+            }
+            sources.owners[fd as usize] = source.key + 1;
             source
         };
         if let Some(mut driver) = self.try_lock() {
@@ -295,7 +336,7 @@ impl Reactor {
                 r
             });
             if let Err(e) = result {
-                lock(&self.sources).remove(source.key);
+                lock(&self.sources).remove(&source);
                 return Err(e);
             }
         } else {
@@ -313,31 +354,16 @@ impl Reactor {
         source: &Arc<Source>,
         wakers: &mut Vec<Waker>,
     ) -> io::Result<()> {
-        let fd = source.fd;
-        let owner = driver.owners.get(fd as usize).copied().unwrap_or(0);
-        if owner != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "descriptor {fd} already has an Async handle; a second one would take \
-                     over its registration (use `&Async<T>` or `Arc<Async<T>>` to share it)"
-                ),
-            ));
-        }
         let mode = if self.oneshot {
             Mode::Oneshot
         } else {
             Mode::Event
         };
         let state = driver.queue.declare_interest(
-            fd,
+            source.fd,
             Interest::READ | Interest::WRITE,
             Options::new(source.key as u64).mode(mode),
         )?;
-        if driver.owners.len() <= fd as usize {
-            driver.owners.resize(fd as usize + 1, 0);
-        }
-        driver.owners[fd as usize] = source.key + 1;
         if self.oneshot {
             source.set_armed_both();
         }
@@ -361,7 +387,7 @@ impl Reactor {
     }
 
     fn rearm_now(&self, driver: &mut Driver, source: &Arc<Source>, wakers: &mut Vec<Waker>) {
-        if !self.is_current(driver, source) {
+        if !self.is_registered(source) {
             return;
         }
         let (read, write) = source.take_rearm();
@@ -382,9 +408,14 @@ impl Reactor {
         }
     }
 
-    /// Is `source` still the registered owner of its number?
-    fn is_current(&self, driver: &Driver, source: &Arc<Source>) -> bool {
-        driver.owners.get(source.fd as usize).copied() == Some(source.key + 1)
+    /// Is `source` registered in the queue now (not failed, not revoked)? Ops are
+    /// applied in order, so a `Register` op has been applied before any later op.
+    fn is_registered(&self, source: &Arc<Source>) -> bool {
+        !source.has_failed()
+            && lock(&self.sources)
+                .slab
+                .get(source.key)
+                .is_some_and(|s| Arc::ptr_eq(s, source))
     }
 
     /// Revokes `source`'s registration; returns when it is revoked, so the caller
@@ -405,21 +436,14 @@ impl Reactor {
     }
 
     fn deregister_now(&self, driver: &mut Driver, source: &Arc<Source>) {
-        if self.is_current(driver, source) {
-            driver.owners[source.fd as usize] = 0;
+        if self.is_registered(source) {
             // Errors (the application closed the descriptor itself) change nothing:
             // the queue forgets the registration either way.
             let _ = driver
                 .queue
                 .declare_interest(source.fd, Interest::empty(), Options::new(0));
         }
-        let mut sources = lock(&self.sources);
-        if sources
-            .get(source.key)
-            .is_some_and(|s| Arc::ptr_eq(s, source))
-        {
-            sources.remove(source.key);
-        }
+        lock(&self.sources).remove(source);
     }
 
     // ---- timers ------------------------------------------------------------
@@ -600,6 +624,14 @@ impl Reactor {
         let blocking = timeout != Some(Duration::ZERO);
         if blocking {
             self.waiting.store(true, Ordering::SeqCst);
+            // From here on a notify must reach the eventfd. Cleared *before* the
+            // pending list is read: a thread that pushed an op and found the flag
+            // still set from an earlier, already consumed notify would otherwise
+            // skip its notify, and the op would wait for an unrelated event. A
+            // notify sent before this point either left the eventfd readable (the
+            // wait returns at once) or announced an op that the list read below
+            // sees.
+            self.notify_sent.store(false, Ordering::SeqCst);
         }
         self.apply_ops(driver, wakers);
         let mut driving = false;
@@ -609,10 +641,6 @@ impl Reactor {
                 // Something is already due: look, do not sleep.
                 timeout = Some(Duration::ZERO);
             }
-            // From here on a notify must reach the eventfd: one sent before this
-            // point (while nobody waited) left the eventfd readable, so the wait
-            // returns at once; one sent after it finds the flag clear.
-            self.notify_sent.store(false, Ordering::SeqCst);
         }
         self.counters.waits.fetch_add(1, Ordering::Relaxed);
         let Driver { queue, events, .. } = driver;
@@ -650,7 +678,7 @@ impl Reactor {
                     continue;
                 }
                 dispatched += 1;
-                if let Some(source) = sources.get(ev.token() as usize) {
+                if let Some(source) = sources.slab.get(ev.token() as usize) {
                     source.set_readiness(ev.readiness(), true, wakers);
                     if self.oneshot {
                         rearm.push(source.clone());

@@ -113,8 +113,9 @@ pub(crate) struct Waiters {
     armed: [bool; 2],
     /// Oneshot mode only: a re-arm is queued for the reactor.
     rearm_queued: bool,
-    /// A deferred registration the queue refused; every operation reports it.
-    error: Option<(io::ErrorKind, String)>,
+    /// A deferred registration the queue refused; every operation reports it (the
+    /// OS error code where there is one, else the kind and message).
+    error: Option<(Option<i32>, io::ErrorKind, String)>,
 }
 
 /// A descriptor registered with the reactor.
@@ -170,10 +171,10 @@ impl Source {
     }
 
     fn error(&self, waiters: &Waiters) -> Option<io::Error> {
-        waiters
-            .error
-            .as_ref()
-            .map(|(kind, msg)| io::Error::new(*kind, msg.clone()))
+        waiters.error.as_ref().map(|(code, kind, msg)| match code {
+            Some(code) => io::Error::from_raw_os_error(*code),
+            None => io::Error::new(*kind, msg.clone()),
+        })
     }
 
     /// Ready (returns the tick to pass to `clear_ready`), or the waker is stored and
@@ -350,7 +351,7 @@ impl Source {
     /// every waiter is woken to see it.
     pub(crate) fn set_error(&self, err: &io::Error, wakers: &mut Vec<Waker>) {
         let mut waiters = self.lock();
-        waiters.error = Some((err.kind(), err.to_string()));
+        waiters.error = Some((err.raw_os_error(), err.kind(), err.to_string()));
         self.failed.store(true, Ordering::SeqCst);
         for d in &mut waiters.dirs {
             wakers.extend(d.waker.take());
@@ -358,9 +359,168 @@ impl Source {
         }
     }
 
+    /// A deferred registration failed.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
     /// Waiters in line (both directions), for the reactor's statistics and tests.
     pub(crate) fn waiter_count(&self) -> usize {
         let waiters = self.lock();
         waiters.dirs.iter().map(|d| d.waiters.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The three orders of the module documentation, one at a time.
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Counter(AtomicUsize);
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting() -> (Arc<Counter>, Waker) {
+        let c = Arc::new(Counter(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    fn ready_tick(s: &Source, cx: &mut Context<'_>) -> u64 {
+        match s.poll_ready(Direction::Read, cx).0 {
+            Poll::Ready(Ok(t)) => t,
+            other => panic!(
+                "expected ready, got {:?}",
+                other.map(|r| r.map_err(|e| e.kind()))
+            ),
+        }
+    }
+
+    fn event(s: &Source) -> Vec<Waker> {
+        let mut wakers = Vec::new();
+        s.set_readiness(Readiness::READ, true, &mut wakers);
+        wakers
+    }
+
+    #[test]
+    fn event_before_clear_keeps_ready() {
+        let s = Source::new(0, 0, false, true);
+        let (_, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        event(&s);
+        let tick = ready_tick(&s, &mut cx);
+        // op() meets WouldBlock; meanwhile another event lands:
+        event(&s);
+        s.clear_ready(Direction::Read, tick);
+        assert_ne!(
+            ready_tick(&s, &mut cx),
+            tick,
+            "order 1: still ready, new tick"
+        );
+    }
+
+    #[test]
+    fn event_between_clear_and_poll_is_seen() {
+        let s = Source::new(0, 0, false, true);
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        event(&s);
+        let tick = ready_tick(&s, &mut cx);
+        s.clear_ready(Direction::Read, tick);
+        assert!(event(&s).is_empty(), "no waker stored yet");
+        ready_tick(&s, &mut cx); // order 2: ready at once
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn event_after_the_waker_is_stored_wakes_it() {
+        let s = Source::new(0, 0, false, true);
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        event(&s);
+        let tick = ready_tick(&s, &mut cx);
+        s.clear_ready(Direction::Read, tick);
+        assert!(s.poll_ready(Direction::Read, &mut cx).0.is_pending());
+        for w in event(&s) {
+            w.wake(); // order 3
+        }
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        ready_tick(&s, &mut cx);
+    }
+
+    #[test]
+    fn a_dropped_waiter_is_not_woken_and_others_are() {
+        let s = Source::new(0, 0, false, true);
+        let (gone, gone_waker) = counting();
+        let (kept, kept_waker) = counting();
+        let mut gone_slot = None;
+        let mut kept_slot = None;
+        let p = s.poll_waiter(
+            Direction::Read,
+            &mut Context::from_waker(&gone_waker),
+            &mut gone_slot,
+        );
+        assert!(p.0.is_pending());
+        let p = s.poll_waiter(
+            Direction::Read,
+            &mut Context::from_waker(&kept_waker),
+            &mut kept_slot,
+        );
+        assert!(p.0.is_pending());
+        s.remove_waiter(Direction::Read, gone_slot.unwrap());
+        assert_eq!(s.waiter_count(), 1);
+        for w in event(&s) {
+            w.wake();
+        }
+        assert_eq!(gone.0.load(Ordering::SeqCst), 0);
+        assert_eq!(kept.0.load(Ordering::SeqCst), 1);
+        // Notified while in line: resolves even if the readiness is consumed first.
+        let tick = ready_tick(&s, &mut Context::from_waker(&kept_waker));
+        s.clear_ready(Direction::Read, tick);
+        let p = s.poll_waiter(
+            Direction::Read,
+            &mut Context::from_waker(&kept_waker),
+            &mut kept_slot,
+        );
+        assert!(matches!(p.0, Poll::Ready(Ok(()))));
+        assert_eq!(s.waiter_count(), 0);
+    }
+
+    #[test]
+    fn a_short_transfer_clear_loses_nothing_either() {
+        // The clear after a short read uses the tick read before the call, exactly
+        // like the one after WouldBlock: an event in between survives it.
+        let s = Source::new(0, 0, false, true);
+        let (_, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        event(&s);
+        let tick = ready_tick(&s, &mut cx);
+        event(&s); // data arrived after the short read returned
+        s.clear_ready(Direction::Read, tick);
+        ready_tick(&s, &mut cx);
+    }
+
+    #[test]
+    fn a_failed_registration_is_reported_to_every_waiter() {
+        let s = Source::new(0, 0, false, true);
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        s.set_optimistic();
+        let tick = ready_tick(&s, &mut cx);
+        s.clear_ready(Direction::Read, tick);
+        assert!(s.poll_ready(Direction::Read, &mut cx).0.is_pending());
+        let mut wakers = Vec::new();
+        s.set_error(&io::Error::from_raw_os_error(libc::EPERM), &mut wakers);
+        wakers.into_iter().for_each(Waker::wake);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        match s.poll_ready(Direction::Write, &mut cx).0 {
+            Poll::Ready(Err(e)) => assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}"),
+            _ => panic!("the error is reported on every direction"),
+        }
     }
 }

@@ -201,3 +201,9 @@ fn hyper_client_on_evq_async() {
         conn.await.unwrap();
     });
 }
+
+/// The file once more on every other backend, each in a child process.
+#[test]
+fn on_every_backend() {
+    util::rerun_on_other_backends(&["--skip", "on_every_backend", "--test-threads", "2"]);
+}

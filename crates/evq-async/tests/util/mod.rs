@@ -41,3 +41,54 @@ pub fn raise_nofile() -> u64 {
     }
     lim.rlim_cur
 }
+
+/// Runs this test binary again once per other backend evq has here, each in a
+/// child process with `EVQ_BACKEND` set (the reactor is one per process), passing
+/// `args` (test-name filters and harness options). Prints one line per backend and
+/// fails naming the backend whose run failed. Backends evq cannot open here are
+/// printed as skipped — and fail the test under `EVQ_REQUIRE_ALL=1`.
+///
+/// Does nothing in a child (`EVQ_ASYNC_CHILD` set), so it may be called from a
+/// test that the child runs too.
+pub fn rerun_on_other_backends(args: &[&str]) {
+    if std::env::var_os("EVQ_ASYNC_CHILD").is_some() {
+        return;
+    }
+    let here = evq::BackendKind::from_env_or_best().expect("a backend");
+    let mut missing = Vec::new();
+    for &kind in evq::BackendKind::ALL {
+        if let Err(e) = kind.available() {
+            missing.push(format!("{kind}: {e}"));
+            continue;
+        }
+        if kind == here {
+            continue; // this process runs on it
+        }
+        let out = Command::new(std::env::current_exe().expect("the test binary"))
+            .env("EVQ_BACKEND", kind.name())
+            .env("EVQ_ASYNC_CHILD", "1")
+            .args(args)
+            .output()
+            .expect("spawn the test binary");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary = text
+            .lines()
+            .find(|l| l.starts_with("test result:"))
+            .unwrap_or("no summary line");
+        eprintln!("{kind}: {summary}");
+        assert!(
+            out.status.success(),
+            "failed on the {kind} backend:\n{text}"
+        );
+    }
+    for m in &missing {
+        eprintln!("skip backend {m}");
+    }
+    if !missing.is_empty() && std::env::var_os("EVQ_REQUIRE_ALL").is_some_and(|v| v == "1") {
+        panic!("EVQ_REQUIRE_ALL=1 and backends are missing: {missing:?}");
+    }
+}
