@@ -66,7 +66,7 @@
 //!    mode does not depend on it (c).
 
 use super::syscall::{current_tid, syscall};
-use super::{Backend, SysEvent, Watch};
+use super::{Backend, Capabilities, ModifyError, SysEvent, Watch};
 use crate::interest_table::NOTIFY_KEY;
 use crate::{Mode, Readiness};
 use std::collections::VecDeque;
@@ -173,7 +173,9 @@ enum Hint {
     Overflow,
 }
 
-pub(crate) struct RtSignalBackend {
+/// `BULK`: `rtsig-bulk` (a `signalfd` read of a whole batch) rather than `rtsig`
+/// (one `sigtimedwait` per signal).
+pub(crate) struct RtSignalBackend<const BULK: bool> {
     signal: RtSignal,
     /// Our RT signal and SIGIO.
     set: libc::sigset_t,
@@ -186,6 +188,8 @@ pub(crate) struct RtSignalBackend {
     pollfds: Vec<libc::pollfd>,
     kick: Arc<SignalKick>,
     notify_fd: RawFd,
+    /// Recoveries from a full RT queue (quirk d).
+    overflows: u64,
 }
 
 /// The part of `siginfo_t` that `SIGPOLL`-class signals fill (see `<bits/siginfo.h>`).
@@ -219,8 +223,8 @@ fn hint(signo: libc::c_int, code: libc::c_int, fd: RawFd, band: u32) -> Hint {
     }
 }
 
-impl RtSignalBackend {
-    pub(crate) fn open(bulk: bool) -> io::Result<Self> {
+impl<const BULK: bool> RtSignalBackend<BULK> {
+    fn open_flavour(bulk: bool) -> io::Result<Self> {
         let signal = RtSignal::allocate()?;
         // SAFETY: an all-zero sigset_t is a valid (if unspecified) value; sigemptyset
         // initialises it properly before use.
@@ -256,11 +260,12 @@ impl RtSignalBackend {
             infos: Vec::new(),
             pollfds: Vec::new(),
             notify_fd: -1,
+            overflows: 0,
         })
     }
 
     /// Probes without side effects on the calling thread's signal mask.
-    pub(crate) fn probe(bulk: bool) -> io::Result<()> {
+    fn probe_flavour(bulk: bool) -> io::Result<()> {
         let signal = RtSignal::allocate()?;
         if bulk {
             // SAFETY: as in `open`.
@@ -275,10 +280,6 @@ impl RtSignalBackend {
             drop(unsafe { OwnedFd::from_raw_fd(fd) });
         }
         Ok(())
-    }
-
-    pub(crate) fn kick(&self) -> Arc<SignalKick> {
-        self.kick.clone()
     }
 
     fn slot(&mut self, fd: RawFd) -> &mut Slot {
@@ -362,6 +363,7 @@ impl RtSignalBackend {
 
     /// Quirk d: drop the backlog, then look at everything.
     fn recover(&mut self) -> io::Result<()> {
+        self.overflows += 1;
         self.seen_epoch = OVERFLOW_EPOCH.load(Ordering::Acquire);
         while self.dequeue(1024, Some(Duration::ZERO), |_| {})? > 0 {}
         self.kick.pending.store(false, Ordering::Release);
@@ -567,9 +569,37 @@ fn block(set: &libc::sigset_t) -> io::Result<()> {
     Ok(())
 }
 
-impl Backend for RtSignalBackend {
-    fn new() -> io::Result<Self> {
-        RtSignalBackend::open(false)
+impl<const BULK: bool> Backend for RtSignalBackend<BULK> {
+    // Every candidate is checked by poll(2) before it is reported, so masks are
+    // current; the RT queue is FIFO, and so is the candidate list (after an overflow,
+    // recovery reports in descriptor order); a file signals one owner, so no
+    // wake-one and no sharing (quirks b, d, e, i).
+    const CAPABILITIES: Capabilities = Capabilities {
+        level: true,
+        event: true,
+        oneshot: true,
+        wake_one: false,
+        cost_grows_with_interest: false,
+        current_state_masks: true,
+        fifo: true,
+        shared_descriptors: false,
+        regular_files: false,
+    };
+
+    fn probe() -> io::Result<()> {
+        Self::probe_flavour(BULK)
+    }
+
+    fn open() -> io::Result<Self> {
+        Self::open_flavour(BULK)
+    }
+
+    fn signal_kick(&self) -> Option<Arc<SignalKick>> {
+        Some(self.kick.clone())
+    }
+
+    fn overflows(&self) -> u64 {
+        self.overflows
     }
 
     fn add(&mut self, w: &Watch) -> io::Result<()> {
@@ -590,20 +620,27 @@ impl Backend for RtSignalBackend {
         Ok(())
     }
 
-    fn modify(&mut self, _old: &Watch, new: &Watch) -> io::Result<()> {
-        self.add(new)
+    fn modify(&mut self, _old: &Watch, new: &Watch) -> Result<(), ModifyError> {
+        // `add` re-applies the same signal and owner (idempotent) before it changes
+        // the slot, so a failure leaves the old watch in force.
+        Ok(self.add(new)?)
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {
+        self.forget(old);
+        if old.key != NOTIFY_KEY {
+            self.disarm(old.fd);
+        }
+        Ok(())
+    }
+
+    fn forget(&mut self, old: &Watch) {
+        // A close removes the file's async registration by itself (quirk g).
         if let Some(slot) = self.slots.get_mut(old.fd as usize) {
             // `queued` stays: the FIFO entry is skipped when it comes up.
             slot.watch = None;
             slot.armed = false;
         }
-        if old.key != NOTIFY_KEY {
-            self.disarm(old.fd);
-        }
-        Ok(())
     }
 
     fn wait<F: FnMut(SysEvent)>(
@@ -628,7 +665,7 @@ impl Backend for RtSignalBackend {
     }
 }
 
-impl Drop for RtSignalBackend {
+impl<const BULK: bool> Drop for RtSignalBackend<BULK> {
     fn drop(&mut self) {
         for fd in 0..self.slots.len() {
             if self.slots[fd].watch.is_some() && fd as RawFd != self.notify_fd {

@@ -34,17 +34,19 @@ pub fn pair() -> (UnixStream, UnixStream) {
 }
 
 /// Runs `check` once per backend this kernel supports, naming the backend if it
-/// panics. `needs` filters by capability; a skipped backend is printed, not hidden.
+/// panics. `needs` filters by capability; a backend this kernel lacks is printed,
+/// and under `EVQ_REQUIRE_ALL=1` fails the test (`evq_testkit::skip`).
 pub fn for_each_backend(needs: impl Fn(&Capabilities) -> bool, mut check: impl FnMut(BackendKind)) {
     raise_nofile();
     let mut ran = 0;
     for &kind in BackendKind::ALL {
         if let Err(e) = kind.available() {
-            eprintln!("skip {kind}: unavailable here ({e})");
+            evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
             continue;
         }
         if !needs(&kind.capabilities()) {
-            eprintln!("skip {kind}: capability not declared");
+            // Not a skip of something missing: the backend says it cannot do this.
+            eprintln!("-- {kind}: capability not declared, not run");
             continue;
         }
         eprintln!("-- {kind}");
@@ -112,5 +114,44 @@ pub fn drain(s: &UnixStream) -> usize {
             return total;
         }
         total += n as usize;
+    }
+}
+
+/// The kernel's own word on a thread: its state letter from `/proc` (`R`, `S`, …)
+/// and the system call it is blocked in (the first field of `/proc/…/syscall`, or
+/// -1 when it is running), so a test can wait until a thread really sleeps in its
+/// wait instead of sleeping for a guessed time.
+pub fn thread_state(tid: libc::pid_t) -> Option<(char, i64)> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: state follows ") ".
+    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+    let syscall = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    let nr = syscall.split_whitespace().next()?.parse().unwrap_or(-1);
+    Some((state, nr))
+}
+
+/// The calling thread's kernel id.
+pub fn gettid() -> libc::pid_t {
+    // SAFETY: gettid(2) takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
+/// Waits until thread `tid` sleeps in a system call other than a futex (its
+/// queue's wait: `epoll_wait`, `poll`, `io_uring_enter`, …), failing after
+/// `PATIENCE`.
+pub fn wait_until_blocked_in_wait(tid: libc::pid_t) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(('S', nr)) = thread_state(tid) {
+            if nr >= 0 && nr != libc::SYS_futex {
+                return;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "thread {tid} never blocked in its wait: {:?}",
+            thread_state(tid)
+        );
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
