@@ -7,20 +7,16 @@ use std::time::Duration;
 /// Long enough for a loaded 2-core box; tests only wait this long when failing.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
-/// True if `tool` runs here. Otherwise prints why the caller skips — and under
-/// `EVQ_REQUIRE_ALL=1` (CI) fails instead, so a skip never hides there.
+/// True if `tool` runs here; otherwise says why the caller skips (a failure under
+/// `EVQ_REQUIRE_ALL=1`, see `evq_testkit::skip`).
 pub fn require_tool(tool: &str, package: &str) -> bool {
-    let found = Command::new(tool).arg("--version").output().is_ok();
-    if found {
+    if Command::new(tool).arg("--version").output().is_ok() {
         return true;
     }
-    let msg = format!(
-        "{tool} is not installed (Debian package `{package}`: apt-get install -y {package})"
+    evq_testkit::skip(
+        tool,
+        format!("not installed (Debian package `{package}`: apt-get install -y {package})"),
     );
-    if std::env::var_os("EVQ_REQUIRE_ALL").is_some_and(|v| v == "1") {
-        panic!("EVQ_REQUIRE_ALL=1 and {msg}");
-    }
-    eprintln!("skip: {msg}");
     false
 }
 
@@ -46,7 +42,7 @@ pub fn raise_nofile() -> u64 {
 /// child process with `EVQ_BACKEND` set (the reactor is one per process), passing
 /// `args` (test-name filters and harness options). Prints one line per backend and
 /// fails naming the backend whose run failed. Backends evq cannot open here are
-/// printed as skipped — and fail the test under `EVQ_REQUIRE_ALL=1`.
+/// skipped with `evq_testkit::skip` (a failure under `EVQ_REQUIRE_ALL=1`).
 ///
 /// Does nothing in a child (`EVQ_ASYNC_CHILD` set), so it may be called from a
 /// test that the child runs too.
@@ -58,7 +54,7 @@ pub fn rerun_on_other_backends(args: &[&str]) {
     let mut missing = Vec::new();
     for &kind in evq::BackendKind::ALL {
         if let Err(e) = kind.available() {
-            missing.push(format!("{kind}: {e}"));
+            missing.push((kind, e));
             continue;
         }
         if kind == here {
@@ -85,10 +81,7 @@ pub fn rerun_on_other_backends(args: &[&str]) {
             "failed on the {kind} backend:\n{text}"
         );
     }
-    for m in &missing {
-        eprintln!("skip backend {m}");
-    }
-    if !missing.is_empty() && std::env::var_os("EVQ_REQUIRE_ALL").is_some_and(|v| v == "1") {
-        panic!("EVQ_REQUIRE_ALL=1 and backends are missing: {missing:?}");
+    for (kind, why) in &missing {
+        evq_testkit::skip(&format!("backend {kind}"), why);
     }
 }
