@@ -21,7 +21,15 @@ use std::task::{Context, Poll};
 /// [`reactor_stats`](crate::reactor_stats)).
 ///
 /// Dropping the handle revokes the registration *before* the descriptor is closed,
-/// so the number is never revoked after it has been reused.
+/// so the number is never revoked after it has been reused. If another thread is
+/// blocked in the reactor's queue at that moment, the drop hands it the revoke
+/// (waking it through the notifier) and waits until it is done — microseconds.
+///
+/// Handles made by this crate's constructors (`accept`, `connect`, `pair`) know
+/// their object is a std stream socket whose reads and writes are one system call
+/// each, so a short transfer ends the wait for readiness without the `EAGAIN`
+/// call that would confirm it. A handle made by [`Async::new`] makes no such
+/// assumption about `T` (a type may buffer in user space), and confirms.
 ///
 /// Several tasks may share a handle (`&Async<T>`, `Arc<Async<T>>`): any number may
 /// wait in [`readable`](Async::readable)/[`writable`](Async::writable), and one

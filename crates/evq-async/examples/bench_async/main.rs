@@ -137,8 +137,26 @@ struct Record<'a> {
     server_cpu: Option<usize>,
     client_cpu: Option<usize>,
     backend: &'a str,
+    /// Server CPU time (all threads, user + system) per reply, nanoseconds: the
+    /// cost of a request, much less sensitive than req/s to a shared machine.
+    server_cpu_ns_per_request: f64,
     #[serde(flatten)]
     load: Load,
+}
+
+/// CPU time a process has run so far, all its threads, nanoseconds
+/// (`/proc/PID/task/*/schedstat`, first field).
+fn process_cpu_ns(pid: u32) -> io::Result<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let text = std::fs::read_to_string(task?.path().join("schedstat"))?;
+        total += text
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| io::Error::other("unreadable schedstat"))?;
+    }
+    Ok(total)
 }
 
 /// A server process of ours; killed (by its pid) when dropped.
@@ -262,7 +280,8 @@ fn run(args: RunArgs) -> io::Result<()> {
         None => None,
     };
     // results[workload][runtime] = per-round loads
-    let mut results: Vec<Vec<Vec<Load>>> = vec![vec![Vec::new(); runtimes.len()]; workloads.len()];
+    let mut results: Vec<Vec<Vec<(Load, f64)>>> =
+        vec![vec![Vec::new(); runtimes.len()]; workloads.len()];
     for round in 1..=args.rounds {
         for (wi, workload) in workloads.iter().enumerate() {
             for k in 0..runtimes.len() {
@@ -289,11 +308,19 @@ fn run(args: RunArgs) -> io::Result<()> {
                 if args.warmup > 0 {
                     measure(args.warmup)?;
                 }
+                let cpu_before = process_cpu_ns(server.child.id())?;
                 let load = measure(args.seconds)?;
+                let cpu_ns = process_cpu_ns(server.child.id())?.saturating_sub(cpu_before);
+                let cpu_per_request = cpu_ns as f64 / load.requests.max(1) as f64;
                 drop(server);
                 eprintln!(
-                    "round {round} {workload:>8} {runtime:>9}: {:>9.0} req/s  p50 {:>6} µs  p99 {:>6} µs  errors {}",
-                    load.req_per_s, load.p50_us, load.p99_us, load.errors
+                    "round {round} {workload:>8} {runtime:>9}: {:>9.0} req/s  p50 {:>6} µs  p99 {:>6} µs  \
+                     server CPU {:>6.2} µs/req  errors {}",
+                    load.req_per_s,
+                    load.p50_us,
+                    load.p99_us,
+                    cpu_per_request / 1e3,
+                    load.errors
                 );
                 let record = Record {
                     bench: "evq-async",
@@ -306,6 +333,7 @@ fn run(args: RunArgs) -> io::Result<()> {
                     server_cpu,
                     client_cpu,
                     backend,
+                    server_cpu_ns_per_request: cpu_per_request,
                     load: load.clone(),
                 };
                 let line = serde_json::to_string(&record).map_err(io::Error::other)?;
@@ -313,7 +341,7 @@ fn run(args: RunArgs) -> io::Result<()> {
                 if let Some(f) = &mut json {
                     writeln!(f, "{line}")?;
                 }
-                results[wi][ri].push(load);
+                results[wi][ri].push((load, cpu_per_request));
             }
         }
     }
@@ -321,19 +349,22 @@ fn run(args: RunArgs) -> io::Result<()> {
     Ok(())
 }
 
-fn print_table(workloads: &[&str], runtimes: &[&str], results: &[Vec<Vec<Load>>]) {
+fn print_table(workloads: &[&str], runtimes: &[&str], results: &[Vec<Vec<(Load, f64)>>]) {
     for (wi, workload) in workloads.iter().enumerate() {
-        println!("\n{workload}: req/s per round (p99 µs)");
+        println!("\n{workload}: per round, req/s (p99 µs) [server CPU µs/request]");
         for (ri, runtime) in runtimes.iter().enumerate() {
-            let rounds: Vec<String> = results[wi][ri]
+            let rows = &results[wi][ri];
+            let rounds: Vec<String> = rows
                 .iter()
-                .map(|l| format!("{:.0} ({})", l.req_per_s, l.p99_us))
+                .map(|(l, cpu)| format!("{:.0} ({}) [{:.2}]", l.req_per_s, l.p99_us, cpu / 1e3))
                 .collect();
-            let rps = median(results[wi][ri].iter().map(|l| l.req_per_s).collect());
-            let p99 = median(results[wi][ri].iter().map(|l| l.p99_us as f64).collect());
+            let rps = median(rows.iter().map(|(l, _)| l.req_per_s).collect());
+            let p99 = median(rows.iter().map(|(l, _)| l.p99_us as f64).collect());
+            let cpu = median(rows.iter().map(|(_, c)| *c / 1e3).collect());
             println!(
-                "  {runtime:>9}: {}  | median {rps:.0} req/s, p99 {p99:.0} µs",
-                rounds.join("  ")
+                "  {runtime:>9}: {}\n  {:>9}  median {rps:.0} req/s, p99 {p99:.0} µs, {cpu:.2} µs/request",
+                rounds.join("  "),
+                ""
             );
         }
         let Some(evq) = runtimes.iter().position(|r| *r == "evq-async") else {
@@ -344,27 +375,22 @@ fn print_table(workloads: &[&str], runtimes: &[&str], results: &[Vec<Vec<Load>>]
                 continue;
             };
             // Ratios within each round (same machine state), then their median.
-            let pairs: Vec<(&Load, &Load)> = results[wi][evq].iter().zip(&results[wi][b]).collect();
-            let rps: Vec<f64> = pairs
-                .iter()
-                .map(|(e, t)| e.req_per_s / t.req_per_s)
-                .collect();
-            let p99: Vec<f64> = pairs
-                .iter()
-                .map(|(e, t)| e.p99_us as f64 / t.p99_us.max(1) as f64)
-                .collect();
+            let pairs: Vec<_> = results[wi][evq].iter().zip(&results[wi][b]).collect();
+            let ratio = |f: &dyn Fn(&(Load, f64)) -> f64| -> (f64, String) {
+                let v: Vec<f64> = pairs.iter().map(|(e, t)| f(e) / f(t).max(1e-9)).collect();
+                let each = v
+                    .iter()
+                    .map(|r| format!("{r:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                (median(v), each)
+            };
+            let (rps, rps_each) = ratio(&|x| x.0.req_per_s);
+            let (p99, p99_each) = ratio(&|x| x.0.p99_us as f64);
+            let (cpu, cpu_each) = ratio(&|x| x.1);
             println!(
-                "  evq-async / {base}: req/s ×{:.3} (rounds {}), p99 ×{:.3} (rounds {})",
-                median(rps.clone()),
-                rps.iter()
-                    .map(|r| format!("{r:.3}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                median(p99.clone()),
-                p99.iter()
-                    .map(|r| format!("{r:.3}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                "  evq-async / {base}: req/s ×{rps:.3} [{rps_each}]\n  {:>20} p99 ×{p99:.3} [{p99_each}]\n  {:>20} CPU/request ×{cpu:.3} [{cpu_each}]",
+                "", ""
             );
         }
     }
