@@ -45,12 +45,14 @@
 //! anything: it clears the handle's *ready* flag and waits for the next event,
 //! which the kernel queues for every arrival after that moment. The flag carries a
 //! tick so that an event landing between the failed read and the waker being
-//! stored is not lost (the argument is written out in `src/source.rs`, and
-//! `tests/lost_wakeup.rs` drives the interleavings). A backend without event mode
-//! (`select`, `select-improved` and `poll` until evq gives them one) is handled
-//! explicitly, never silently: registrations there are
-//! [`Mode::Oneshot`](evq::Mode::Oneshot), re-armed when a task waits and a direction
-//! is not watched; [`ReactorStats::mode`] says which is in use.
+//! stored is not lost: the argument is written out in `src/source.rs`, whose unit
+//! tests take each interleaving, and a 4,000-wait ping-pong between two threads in
+//! `tests/conformance.rs` races them on every backend. A backend without event
+//! mode (`select`, `select-improved` and `poll` see only state, so evq refuses the
+//! paper's event mode there) is handled explicitly, never silently: registrations
+//! there are [`Mode::Oneshot`](evq::Mode::Oneshot), re-armed when a task waits on
+//! a direction the kernel is not watching; [`ReactorStats::mode`] says which is in
+//! use.
 //!
 //! ## One queue, many threads
 //!

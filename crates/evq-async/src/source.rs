@@ -39,9 +39,11 @@
 //! (`SeqCst`) *before* it takes that mutex to collect wakers. If the reactor takes
 //! the mutex after the task let go, it finds the waker (case 3); if before, its
 //! update happened before the task took the mutex, so the task's re-read sees
-//! `ready` (case 2). So there is no fourth order. An event from *before* the failed `op()`
-//! either was consumed by it or left the tick changed (case 1); at worst the loop
-//! makes one extra attempt. `tests/lost_wakeup.rs` drives these interleavings.
+//! `ready` (case 2). So there is no fourth order. An event from *before* the
+//! failed `op()` either was consumed by it or left the tick changed (case 1); at
+//! worst the loop makes one extra attempt. The unit tests at the end of this file take each order
+//! in turn; `ping_pong_between_threads_loses_no_wake_up` in `tests/conformance.rs`
+//! races them 4,000 times between two threads, on every backend.
 //!
 //! A *short* read or write (fewer bytes than asked) on a stream socket or pipe
 //! means the kernel buffer was emptied (or filled) by that very call, so the same
@@ -51,7 +53,8 @@
 //! call per transfer use this (`Source::drains`): a type that buffers in user space
 //! could return short from its buffer while the descriptor still holds data.
 //!
-//! Backends without event mode (until evq has it on `select` and `poll`) use
+//! Backends without event mode (`select` and `poll` see only state; evq refuses
+//! event mode there) use
 //! [`Mode::Oneshot`](evq::Mode::Oneshot): the same protocol, plus the registration
 //! is re-armed when a waiter appears for a direction the kernel is not watching.
 //! `declare_interest` returns the state read after the re-arm, which the reactor
