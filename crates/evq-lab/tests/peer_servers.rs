@@ -2,7 +2,7 @@
 //! docroot's files byte for byte over one keep-alive connection, reports its
 //! processes, memory and CPU, and is gone after drop.
 
-use evq_lab::peer_servers::{Docroot, PeerServer, PeerServerKind};
+use evq_lab::rig::{Docroot, PeerServer, PeerServerKind};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -53,7 +53,7 @@ fn every_installed_peer_serves_the_docroot() {
     let mut ran = 0;
     for kind in PeerServerKind::ALL {
         if let Err(why) = kind.available() {
-            eprintln!("note: {why}");
+            evq_testkit::skip(kind.name(), why);
             continue;
         }
         let server = PeerServer::start(kind, &root, 1).unwrap_or_else(|e| panic!("{kind}: {e}"));

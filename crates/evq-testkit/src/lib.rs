@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 use std::fmt::Display;
+use std::time::{Duration, Instant};
 
 /// True when `EVQ_REQUIRE_ALL` is `1`: a test that cannot run must fail.
 pub fn require_all() -> bool {
@@ -59,6 +60,47 @@ pub fn skip(what: &str, why: impl Display) {
     eprintln!("skip ({what}): {why}");
 }
 
+/// The kernel's own word on a thread of this process: its state letter from
+/// `/proc` (`R`, `S`, …) and the system call it is blocked in (the first field of
+/// `/proc/self/task/TID/syscall`; -1 while it runs), so a test can wait until a
+/// thread really sleeps in its wait instead of sleeping for a guessed time.
+pub fn thread_state(tid: libc::pid_t) -> Option<(char, i64)> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: the state follows ") ".
+    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+    let syscall = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    let nr = syscall.split_whitespace().next()?.parse().unwrap_or(-1);
+    Some((state, nr))
+}
+
+/// The calling thread's kernel id.
+pub fn gettid() -> libc::pid_t {
+    // SAFETY: gettid(2) takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
+/// Waits until thread `tid` sleeps in a system call other than a futex (its event
+/// queue's wait: `epoll_wait`, `poll`, `io_uring_enter`, …).
+///
+/// # Panics
+/// After 10 s without that.
+pub fn wait_until_blocked_in_wait(tid: libc::pid_t) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(('S', nr)) = thread_state(tid) {
+            if nr >= 0 && nr != libc::SYS_futex {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "thread {tid} never blocked in its wait: {:?}",
+            thread_state(tid)
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +112,24 @@ mod tests {
         assert!(!listed("kmods", "kmod"));
         assert!(!listed("", "kmod"));
         assert!(!listed("km,od", "kmod"));
+    }
+
+    #[test]
+    fn a_thread_asleep_in_a_read_is_seen_blocked() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let reader = std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            tx.send(gettid()).unwrap();
+            let mut byte = [0u8];
+            // SAFETY: read(2) into a live one-byte buffer from a socket we hold.
+            let n = unsafe { libc::read(b.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+            assert_eq!(n, 1);
+        });
+        let tid = rx.recv().unwrap();
+        wait_until_blocked_in_wait(tid);
+        assert_eq!(thread_state(tid).map(|s| s.1), Some(libc::SYS_read));
+        std::io::Write::write_all(&mut a, b"x").unwrap();
+        reader.join().unwrap();
     }
 }

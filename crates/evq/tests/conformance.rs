@@ -4,6 +4,7 @@
 mod util;
 
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Options, Readiness, NOTIFY_TOKEN};
+use evq_testkit::{gettid, wait_until_blocked_in_wait};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -335,3 +335,42 @@ fn rtsig_refuses_files_that_cannot_signal() {
         unsafe { libc::close(efd) };
     }
 }
+
+/// A fresh signal behind a backlog of stale ones is found by a zero-timeout wait
+/// with a batch of one. (Found by `evq torture`: a wait dequeued only as many
+/// signals as its batch held, so with thousands of stale hints queued — a signal
+/// per write, the data long read — a ready descriptor went unreported for hundreds
+/// of milliseconds, and a zero-timeout look said nothing was ready.)
+#[test]
+fn a_fresh_signal_behind_stale_ones_is_found_at_once() {
+    for kind in [BackendKind::RtSig, BackendKind::RtSigBulk] {
+        if let Err(e) = kind.available() {
+            evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
+            continue;
+        }
+        let mut q = EventQueue::with_backend(kind).unwrap();
+        let (mut busy_peer, busy) = pair();
+        let (mut quiet_peer, quiet) = pair();
+        for (token, s) in [(1, &busy), (2, &quiet)] {
+            q.declare_interest(
+                s.as_raw_fd(),
+                Interest::READ,
+                Options::new(token).mode(Mode::Event),
+            )
+            .unwrap();
+        }
+        let mut events = Events::with_capacity(1);
+        while q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap() > 0 {}
+        // 2,000 signals for `busy`, each one stale: its byte is read straight away.
+        let mut byte = [0u8; 1];
+        for _ in 0..2000 {
+            busy_peer.write_all(b"x").unwrap();
+            (&busy).read_exact(&mut byte).unwrap();
+        }
+        quiet_peer.write_all(b"y").unwrap();
+        q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap();
+        let tokens: Vec<u64> = events.iter().map(|e| e.token()).collect();
+        assert_eq!(tokens, vec![2], "{kind}: the fresh signal was not found");
+        assert!(q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap() == 0);
+    }
+}

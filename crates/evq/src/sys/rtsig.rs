@@ -64,6 +64,17 @@
 //!    send it only after a writer found the buffer full (`SOCK_NOSPACE`): an edge
 //!    for writers that ran into EAGAIN, which is what event mode promises; level
 //!    mode does not depend on it (c).
+//! j) **A wait drains the whole signal queue first.** Writers raise a signal per
+//!    write, so a busy descriptor can have thousands queued, and most are stale
+//!    by the time they are dequeued (the data was read after an earlier one).
+//!    Dequeuing only as many signals as the batch holds left a backlog in which a
+//!    fresh hint waited behind tens of thousands of stale ones: a zero-timeout wait
+//!    returned nothing while a descriptor was ready and its signal queued (found by
+//!    `evq torture`: `SigQ` at 46,568, data unread for hundreds of milliseconds).
+//!    Every pending signal costs one candidate at most (the FIFO holds one entry per
+//!    fd), so a wait now takes everything queued, then polls candidates until one
+//!    is ready or all were seen, and returns empty-handed only when the kernel's
+//!    queue was found empty.
 
 use super::syscall::{current_tid, syscall};
 use super::{Backend, Capabilities, ModifyError, SysEvent, Watch};
@@ -442,7 +453,9 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
         Ok(taken)
     }
 
-    fn take_hints(&mut self, max: usize, timeout: Option<Duration>) -> io::Result<bool> {
+    /// Dequeues up to `max` signals (blocking for the first as `timeout` allows) into
+    /// the candidate FIFO; returns how many it dequeued.
+    fn take_hints(&mut self, max: usize, timeout: Option<Duration>) -> io::Result<usize> {
         let mut overflow = false;
         let mut fds = std::mem::take(&mut self.pollfds);
         fds.clear();
@@ -459,7 +472,6 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
                 revents: band as u16 as i16,
             }),
         });
-        let got = !fds.is_empty() || overflow;
         for pfd in &fds {
             if pfd.fd == -1 {
                 self.kick.pending.store(false, Ordering::Release);
@@ -473,7 +485,7 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
             OVERFLOW_EPOCH.fetch_add(1, Ordering::AcqRel);
             self.recover()?;
         }
-        result.map(|_| got)
+        result
     }
 
     /// Whether a signal's band concerns the registration: data arriving on a
@@ -485,8 +497,9 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
         }
     }
 
-    /// Checks up to `max` candidates with one `poll(2)` and reports the ready ones.
-    fn report<F: FnMut(SysEvent)>(&mut self, max: usize, mut on_event: F) -> io::Result<()> {
+    /// Checks up to `max` candidates with one `poll(2)` and reports the ready ones;
+    /// returns how many it reported.
+    fn report<F: FnMut(SysEvent)>(&mut self, max: usize, on_event: &mut F) -> io::Result<usize> {
         self.pollfds.clear();
         while self.pollfds.len() < max {
             let Some(fd) = self.candidates.pop_front() else {
@@ -503,7 +516,7 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
             }
         }
         if self.pollfds.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         loop {
             match syscall!(poll(
@@ -524,6 +537,7 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
                 }
             }
         }
+        let mut reported = 0;
         for i in 0..self.pollfds.len() {
             let pfd = self.pollfds[i];
             let slot = &mut self.slots[pfd.fd as usize];
@@ -550,13 +564,14 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
                 readiness,
                 gone: false,
             });
+            reported += 1;
             match w.mode {
                 Mode::Level => self.push_candidate(pfd.fd),
                 Mode::Oneshot => slot.armed = false,
                 Mode::Event => {}
             }
         }
-        Ok(())
+        Ok(reported)
     }
 }
 
@@ -647,23 +662,57 @@ impl<const BULK: bool> Backend for RtSignalBackend<BULK> {
         &mut self,
         max: usize,
         timeout: Option<Duration>,
-        on_event: F,
+        mut on_event: F,
     ) -> io::Result<()> {
         let max = max.max(1);
         self.follow_thread()?;
         if OVERFLOW_EPOCH.load(Ordering::Acquire) != self.seen_epoch {
             self.recover()?;
         }
-        // Pick up what is already queued without blocking...
-        let mut result = self.take_hints(max, Some(Duration::ZERO)).map(drop);
-        if result.is_ok() && self.candidates.is_empty() && timeout != Some(Duration::ZERO) {
-            // ...and block only when there is nothing to check.
-            result = self.take_hints(max, timeout).map(drop);
+        // Quirk j: everything the kernel has queued first, then the candidates until
+        // one is ready; block only when the queue was empty and no candidate was.
+        let mut result = self.drain_queued();
+        let mut blocked = false;
+        let mut reported = 0;
+        loop {
+            reported += self.report(max - reported, &mut on_event)?;
+            if reported > 0 || result.is_err() {
+                break;
+            }
+            if !self.candidates.is_empty() {
+                continue;
+            }
+            if blocked || timeout == Some(Duration::ZERO) {
+                break;
+            }
+            blocked = true;
+            result = self.take_hints(1, timeout).map(drop);
+            if result.is_ok() {
+                result = self.drain_queued();
+            }
         }
-        self.report(max, on_event)?;
         result
     }
 }
+
+impl<const BULK: bool> RtSignalBackend<BULK> {
+    /// Quirk j: dequeues every signal already queued (without blocking) into the
+    /// candidate FIFO, a chunk at a time, up to `DRAIN_LIMIT` per wait.
+    fn drain_queued(&mut self) -> io::Result<()> {
+        const CHUNK: usize = 1024;
+        for _ in 0..DRAIN_LIMIT / CHUNK {
+            if self.take_hints(CHUNK, Some(Duration::ZERO))? < CHUNK {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Signals one wait dequeues at most (quirk j): above any `RLIMIT_SIGPENDING` seen
+/// in practice (96,364 here), so a wait sees the whole queue; a bound all the same,
+/// so that writers faster than the drain cannot keep one wait going for ever.
+const DRAIN_LIMIT: usize = 128 * 1024;
 
 impl<const BULK: bool> Drop for RtSignalBackend<BULK> {
     fn drop(&mut self) {
