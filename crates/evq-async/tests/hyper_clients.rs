@@ -202,6 +202,20 @@ fn hyper_client_on_evq_async() {
     });
 }
 
+#[test]
+fn hyper_executor_runs_what_hyper_hands_it() {
+    // hyper's HTTP/1 paths never call an executor (HTTP/2 and pooled clients do);
+    // this holds the adapter to its contract directly: a spawned, detached task.
+    use hyper::rt::Executor as _;
+    let ex = Executor::with_threads(1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    evq_async::HyperExecutor(ex.clone()).execute(async move {
+        evq_async::sleep(Duration::from_millis(1)).await;
+        tx.send(7).unwrap();
+    });
+    assert_eq!(rx.recv_timeout(util::PATIENCE), Ok(7));
+}
+
 /// The file once more on every other backend, each in a child process.
 #[test]
 fn on_every_backend() {
