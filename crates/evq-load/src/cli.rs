@@ -63,6 +63,10 @@ pub struct LoadArgs {
     /// Seconds added to --timeout while waiting for a reply to start.
     #[arg(long = "think-timeout", default_value_t = 0.0)]
     pub think_timeout: f64,
+    /// Seconds within which a refusal (connection refused or reset, 503, 429)
+    /// counts as fast in the outcomes.
+    #[arg(long = "fast-refusal", default_value_t = 0.01)]
+    pub fast_refusal: f64,
     /// Calls pipelined back to back before waiting for their replies.
     #[arg(long = "burst-length", default_value_t = 1)]
     pub burst_length: u32,
@@ -142,6 +146,7 @@ impl LoadArgs {
         cfg.burst_length = self.burst_length;
         cfg.timeout = self.timeout.map(|t| secs("--timeout", t)).transpose()?;
         cfg.think_timeout = secs("--think-timeout", self.think_timeout)?;
+        cfg.fast_refusal = secs("--fast-refusal", self.fast_refusal)?;
         cfg.hog = self.hog;
         cfg.source = self.source;
         cfg.threads = self.threads;

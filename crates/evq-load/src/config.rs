@@ -76,6 +76,10 @@ pub struct LoadConfig {
     /// Added to `timeout` while waiting for the first byte of a reply.
     #[serde(serialize_with = "secs_f64")]
     pub think_timeout: Duration,
+    /// A refusal learned within this long of the request's intended start counts
+    /// as fast ([`crate::Outcomes::refused_fast`]).
+    #[serde(serialize_with = "secs_f64")]
+    pub fast_refusal: Duration,
     /// Bind local ports explicitly over 1024–65535 with `SO_REUSEADDR` (httperf
     /// `--hog`) instead of letting `connect` pick from the ephemeral range.
     pub hog: bool,
@@ -94,6 +98,10 @@ pub struct LoadConfig {
 }
 
 impl LoadConfig {
+    /// The default fast-refusal bound: 10 ms, where a refused client has learned
+    /// it quickly enough to go elsewhere.
+    pub const FAST_REFUSAL: Duration = Duration::from_millis(10);
+
     pub(crate) fn base(server: &str, port: u16, mode: LoopMode, num_calls: u32) -> LoadConfig {
         LoadConfig {
             server: server.to_string(),
@@ -107,6 +115,7 @@ impl LoadConfig {
             burst_length: 1,
             timeout: None,
             think_timeout: Duration::ZERO,
+            fast_refusal: LoadConfig::FAST_REFUSAL,
             hog: false,
             source: None,
             threads: 1,

@@ -182,6 +182,22 @@ impl<'a> Worker<'a> {
         self.shared.errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A connection failed at `now` with its request due at `due`: counted by
+    /// kind, and as a refusal (with how long the client waited to learn it) or a
+    /// timeout (and whether still connecting).
+    fn fail(&mut self, kind: ErrorKind, due: Instant, now: Instant, connecting: bool) {
+        self.fail_start(kind);
+        match kind {
+            ErrorKind::ConnRefused | ErrorKind::ConnReset => {
+                let waited = now.saturating_duration_since(due);
+                self.stats
+                    .count_refused(waited.as_micros() as u64, waited < self.cfg.fast_refusal);
+            }
+            ErrorKind::ClientTimeout if connecting => self.stats.timeouts_connecting += 1,
+            _ => {}
+        }
+    }
+
     fn local_bind(&mut self) -> LocalBind {
         let ip = self.cfg.source;
         if self.cfg.hog {
@@ -226,7 +242,7 @@ impl<'a> Worker<'a> {
         let fd = match result {
             Ok(fd) => fd,
             Err(e) => {
-                self.fail_start(ErrorKind::from_io(&e));
+                self.fail(ErrorKind::from_io(&e), intended, Instant::now(), true);
                 return false;
             }
         };
@@ -325,7 +341,7 @@ impl<'a> Worker<'a> {
             }
             Outcome::Failed(kind) => {
                 self.stats.unanswered += u64::from(c.outstanding);
-                self.fail_start(kind);
+                self.fail(kind, c.burst_intended, now, c.phase == Phase::Connecting);
                 self.release(slot, &c);
                 self.plan.backoff(now);
             }
@@ -538,11 +554,19 @@ impl<'a> Worker<'a> {
             _ => 5,
         };
         self.stats.status[class] += 1;
-        let lat = now
-            .saturating_duration_since(c.burst_intended)
-            .as_micros()
-            .max(1) as u64;
+        let waited = now.saturating_duration_since(c.burst_intended);
+        let lat = waited.as_micros().max(1) as u64;
         let _ = self.stats.latency.record(lat.min(3_600_000_000));
+        match reply.status {
+            200..=299 => self
+                .stats
+                .count_served(lat, self.cfg.timeout.is_none_or(|t| waited <= t)),
+            // Service Unavailable, Too Many Requests: the server's way of saying no.
+            429 | 503 => self
+                .stats
+                .count_refused(lat, waited < self.cfg.fast_refusal),
+            _ => {}
+        }
         self.stats.count_reply_at(self.batch_ms);
         self.batch_replies += 1;
     }

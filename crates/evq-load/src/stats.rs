@@ -153,6 +153,16 @@ pub(crate) struct ThreadStats {
     pub reply_buckets: Vec<u64>,
     pub max_concurrent: u64,
     pub unanswered: u64,
+    /// 2xx replies' latency from the intended start.
+    pub served: Histogram<u64>,
+    /// 2xx replies within the timeout of their intended start.
+    pub served_in_time: u64,
+    /// Time from the intended start to a refusal (see [`Outcomes::refused`]).
+    pub refused: Histogram<u64>,
+    /// Refusals within the fast-refusal bound.
+    pub refused_fast: u64,
+    /// `client-timo` failures while still connecting.
+    pub timeouts_connecting: u64,
 }
 
 impl ThreadStats {
@@ -174,7 +184,26 @@ impl ThreadStats {
             reply_buckets: Vec::new(),
             max_concurrent: 0,
             unanswered: 0,
+            served: micros_histogram()?,
+            served_in_time: 0,
+            refused: micros_histogram()?,
+            refused_fast: 0,
+            timeouts_connecting: 0,
         })
+    }
+
+    /// A 2xx reply `us` microseconds after its request was due; `in_time` if that
+    /// is within the run's timeout.
+    pub(crate) fn count_served(&mut self, us: u64, in_time: bool) {
+        let _ = self.served.record(us.clamp(1, 3_600_000_000));
+        self.served_in_time += u64::from(in_time);
+    }
+
+    /// A refusal the client learned `us` microseconds after the request was due;
+    /// `fast` if within the fast-refusal bound.
+    pub(crate) fn count_refused(&mut self, us: u64, fast: bool) {
+        let _ = self.refused.record(us.clamp(1, 3_600_000_000));
+        self.refused_fast += u64::from(fast);
     }
 
     pub(crate) fn count_reply_at(&mut self, elapsed_ms: u64) {
@@ -227,6 +256,17 @@ impl ThreadStats {
             },
             errors: total.errors,
             unanswered: total.unanswered,
+            outcomes: Outcomes {
+                served: total.served.len(),
+                served_in_time: total.served_in_time,
+                refused: total.refused.len(),
+                refused_fast: total.refused_fast,
+                fast_refusal_ms: cfg.fast_refusal.as_secs_f64() * 1000.0,
+                timed_out: total.errors.get(ErrorKind::ClientTimeout),
+                timed_out_connecting: total.timeouts_connecting,
+            },
+            served_ms: Percentiles::of(&total.served),
+            refused_ms: Percentiles::of(&total.refused),
             latency_ms: Percentiles::of(&total.latency),
             connect_ms: Percentiles::of(&total.connect),
             connection_time_ms: Percentiles::of(&total.lifetime),
@@ -264,7 +304,37 @@ impl ThreadStats {
         }
         self.max_concurrent += o.max_concurrent;
         self.unanswered += o.unanswered;
+        let _ = self.served.add(&o.served);
+        self.served_in_time += o.served_in_time;
+        let _ = self.refused.add(&o.refused);
+        self.refused_fast += o.refused_fast;
+        self.timeouts_connecting += o.timeouts_connecting;
     }
+}
+
+/// What became of the requests, as an overload study counts them: served (and
+/// whether in time), refused (and whether fast), or timed out (and where).
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Outcomes {
+    /// 2xx replies.
+    pub served: u64,
+    /// 2xx replies that came within `--timeout` of their request's intended start
+    /// (goodput; every 2xx reply when the run has no timeout). `--timeout` is a
+    /// limit on waiting for progress, so a reply can come later than it.
+    pub served_in_time: u64,
+    /// Requests the server turned away: a refused connection (`ECONNREFUSED`), a
+    /// reset (`ECONNRESET`, `EPIPE`, `ECONNABORTED`), or a `503`/`429` reply.
+    pub refused: u64,
+    /// Refusals the client learned of within `fast_refusal_ms` of the request's
+    /// intended start.
+    pub refused_fast: u64,
+    /// The fast-refusal bound (`--fast-refusal`), milliseconds.
+    pub fast_refusal_ms: f64,
+    /// `client-timo` failures.
+    pub timed_out: u64,
+    /// Those that timed out still connecting: the SYN was not answered (a full
+    /// listen queue drops it, and the retransmission comes a second later).
+    pub timed_out_connecting: u64,
 }
 
 /// Percentiles of a latency distribution, in milliseconds.
@@ -430,6 +500,13 @@ pub struct LoadReport {
     pub errors: ErrorCounts,
     /// Requests sent whose reply never came (their connection failed or was cut off).
     pub unanswered: u64,
+    /// Served, refused or timed out.
+    pub outcomes: Outcomes,
+    /// Latency of the 2xx replies alone, from the intended start, milliseconds.
+    pub served_ms: Percentiles,
+    /// Time from a request's intended start until the client learned it was
+    /// refused ([`Outcomes::refused`]), milliseconds.
+    pub refused_ms: Percentiles,
     /// Reply latency from each request's *intended* start (the schedule in open
     /// loop; the send time of a burst otherwise), milliseconds.
     pub latency_ms: Percentiles,
@@ -549,6 +626,23 @@ impl LoadReport {
             "Net I/O: {:.1} KB/s ({:.1}*10^6 bps)",
             (self.bytes_sent + self.bytes_received) as f64 / d / 1024.0,
             (self.bytes_sent + self.bytes_received) as f64 * 8.0 / d / 1e6
+        );
+        let o = &self.outcomes;
+        let _ = writeln!(
+            s,
+            "Outcomes: served {} ({} in time), refused {} ({} within {} ms), timed out {} ({} connecting)\n\
+             Served reply time [ms]: p50 {:.3} p99 {:.3}; time to refusal [ms]: p50 {:.3} p99 {:.3}",
+            o.served,
+            o.served_in_time,
+            o.refused,
+            o.refused_fast,
+            o.fast_refusal_ms,
+            o.timed_out,
+            o.timed_out_connecting,
+            self.served_ms.p50,
+            self.served_ms.p99,
+            self.refused_ms.p50,
+            self.refused_ms.p99
         );
         let _ = writeln!(s);
         let _ = write!(s, "Errors: total {}", self.errors.total());

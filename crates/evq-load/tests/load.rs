@@ -5,7 +5,7 @@ mod support;
 
 use evq_load::{run_load, ErrorKind, LoadConfig, LoopMode};
 use std::time::{Duration, Instant};
-use support::{closed_port, start, Behaviour};
+use support::{closed_port, never_accepting, start, Behaviour};
 
 fn open(port: u16, rate: f64, conns: u64) -> LoadConfig {
     let mut cfg = LoadConfig::open("127.0.0.1", port, rate, conns);
@@ -108,6 +108,76 @@ fn nothing_listening_is_connrefused() {
 }
 
 #[test]
+fn outcomes_count_served_replies_and_whether_in_time() {
+    let srv = start(Behaviour::Length(100));
+    let r = run_load(&open(srv.port, 100.0, 10)).expect("run");
+    let o = r.outcomes;
+    assert_eq!((o.served, o.served_in_time), (10, 10), "{}", r.summary());
+    assert_eq!((o.refused, o.timed_out), (0, 0));
+    assert_eq!(r.served_ms.count, 10);
+    // Replies 300 ms late against a 100 ms timeout, allowed by the think
+    // timeout: served, but not in time.
+    let slow = start(Behaviour::Delayed(300));
+    let mut cfg = open(slow.port, 100.0, 5);
+    cfg.timeout = Some(Duration::from_millis(100));
+    cfg.think_timeout = Duration::from_secs(10);
+    let r = run_load(&cfg).expect("run");
+    let o = r.outcomes;
+    assert_eq!((o.served, o.served_in_time), (5, 0), "{}", r.summary());
+}
+
+#[test]
+fn refused_connections_are_refusals_fast_or_not_by_the_bound() {
+    let mut cfg = open(closed_port(), 50.0, 10);
+    cfg.max_time = Some(Duration::from_secs(20));
+    // A bound no loopback refusal misses, then one every refusal misses: the
+    // count follows the bound, whatever the machine's speed.
+    cfg.fast_refusal = Duration::from_secs(5);
+    let r = run_load(&cfg).expect("run");
+    let o = r.outcomes;
+    assert_eq!((o.refused, o.refused_fast), (10, 10), "{}", r.summary());
+    assert_eq!(r.refused_ms.count, 10);
+    cfg.fast_refusal = Duration::ZERO;
+    let r = run_load(&cfg).expect("run");
+    assert_eq!((r.outcomes.refused, r.outcomes.refused_fast), (10, 0));
+}
+
+#[test]
+fn resets_and_503_replies_are_refusals_not_service() {
+    let mut total = 0;
+    for b in [Behaviour::Reset, Behaviour::Unavailable] {
+        let srv = start(b);
+        let mut cfg = open(srv.port, 50.0, 10);
+        cfg.fast_refusal = Duration::from_secs(5);
+        let r = run_load(&cfg).expect("run");
+        let o = r.outcomes;
+        assert_eq!(
+            (o.refused, o.refused_fast),
+            (10, 10),
+            "{b:?}: {}",
+            r.summary()
+        );
+        assert_eq!(o.served, 0, "{b:?}");
+        total += r.status.s5xx;
+    }
+    assert_eq!(total, 10, "the 503s are still replies");
+}
+
+#[test]
+fn a_full_listen_queue_times_clients_out_while_connecting() {
+    let (_listener, port) = never_accepting();
+    let mut cfg = open(port, 50.0, 3);
+    cfg.timeout = Some(Duration::from_millis(300));
+    cfg.max_time = Some(Duration::from_secs(20));
+    let r = run_load(&cfg).expect("run");
+    let o = r.outcomes;
+    // The first connection waits in the queue for a reply; the queue is then
+    // full and the other two SYNs are dropped.
+    assert_eq!(o.timed_out, 3, "{}", r.summary());
+    assert_eq!(o.timed_out_connecting, 2, "{}", r.summary());
+}
+
+#[test]
 fn hard_cap_cuts_off_a_run_without_timeout() {
     let srv = start(Behaviour::Silent);
     let mut cfg = LoadConfig::open("127.0.0.1", srv.port, 100.0, 5);
@@ -151,8 +221,21 @@ fn json_report_has_the_documented_fields() {
         "connections",
         "cpu_user_s",
         "cpu_sys_s",
+        "served_ms",
+        "refused_ms",
     ] {
         assert!(v.get(key).is_some(), "missing {key}");
+    }
+    for key in [
+        "served",
+        "served_in_time",
+        "refused",
+        "refused_fast",
+        "fast_refusal_ms",
+        "timed_out",
+        "timed_out_connecting",
+    ] {
+        assert!(v["outcomes"].get(key).is_some(), "missing outcomes.{key}");
     }
     for key in ["p50", "p90", "p99", "p999", "max"] {
         assert!(

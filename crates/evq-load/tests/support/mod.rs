@@ -30,6 +30,10 @@ pub enum Behaviour {
     Silent,
     /// Accepts and holds the connection, reading and discarding whatever comes.
     Hold,
+    /// Answers every request `503 Service Unavailable` with `Retry-After: 1`.
+    Unavailable,
+    /// Waits this many milliseconds after each request, then answers as `Length(10)`.
+    Delayed(u64),
 }
 
 /// A running test server.
@@ -83,6 +87,17 @@ pub fn start(b: Behaviour) -> Server {
     }
 }
 
+/// A listening socket with a backlog of one that never accepts: the first
+/// connection waits in its queue, later SYNs are dropped (the queue is full).
+pub fn never_accepting() -> (TcpListener, u16) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    // SAFETY: listen(2) on a socket this function owns; calling it again on a
+    // listening socket only changes the backlog.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let port = l.local_addr().expect("addr").port();
+    (l, port)
+}
+
 /// A port on which nothing listens.
 pub fn closed_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -117,6 +132,24 @@ fn serve(mut s: TcpStream, b: Behaviour) {
             }
         }
         Behaviour::Silent => while read_request(&mut s, &mut pending) {},
+        Behaviour::Delayed(ms) => {
+            while read_request(&mut s, &mut pending) {
+                thread::sleep(Duration::from_millis(ms));
+                if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789")
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+        Behaviour::Unavailable => {
+            while read_request(&mut s, &mut pending) {
+                let r = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n";
+                if s.write_all(r).is_err() {
+                    break;
+                }
+            }
+        }
         Behaviour::Reset => {
             if read_request(&mut s, &mut pending) {
                 let linger = libc::linger {
