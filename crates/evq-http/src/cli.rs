@@ -4,6 +4,7 @@
 //! build the configs themselves; their builds carry no clap.
 
 use crate::config::{AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
+use crate::overload::{OverloadConfig, OverloadPolicy};
 use crate::request::Limits;
 use crate::{ProxyHandle, ServerHandle};
 use evq::{BackendKind, LoadLimiter};
@@ -28,9 +29,10 @@ pub struct ServeArgs {
     /// Worker threads, one event queue each.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// How threads share the listening address.
-    #[arg(long, value_enum, default_value_t = AcceptMode::Exclusive)]
-    pub accept: AcceptMode,
+    /// How threads share the listening address (default: exclusive; reuseport
+    /// when --overload gate runs several threads).
+    #[arg(long, value_enum)]
+    pub accept: Option<AcceptMode>,
     /// How connections are registered (default: event where the backend has it,
     /// else level).
     #[arg(long, value_enum)]
@@ -41,7 +43,27 @@ pub struct ServeArgs {
     /// Size of the fixed reply in bytes.
     #[arg(long, default_value_t = 1024)]
     pub reply_size: usize,
-    /// Reset new connections while overloaded (seed 001's load limiting).
+    /// Overload control: none, seed001 (the seed's EWMA-and-reset), gate
+    /// (keep the listen queue within --queue-target, refuse the rest in the
+    /// kernel) or codel (reset what waited over twice --queue-target while the
+    /// queue stands).
+    #[arg(long, value_enum, default_value_t = OverloadPolicy::None)]
+    pub overload: OverloadPolicy,
+    /// Queueing delay gate and codel aim for, milliseconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub queue_target: f64,
+    /// CoDel's interval, milliseconds.
+    #[arg(long, default_value_t = 100.0)]
+    pub codel_interval: f64,
+    /// Reset connections that waited longer than this in the listen queue,
+    /// seconds (their clients have given up); with any policy but none.
+    #[arg(long)]
+    pub deadline: Option<f64>,
+    /// Connections admitted after waiting longer than this count as served
+    /// late, seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub late_after: f64,
+    /// Same as --overload seed001 (seed 001's load limiting).
     #[arg(long)]
     pub shed: bool,
     /// Gain of the smoothed events-per-call average.
@@ -91,6 +113,15 @@ fn secs(v: f64, what: &str) -> io::Result<Duration> {
     })
 }
 
+fn millis(v: f64, what: &str) -> io::Result<Duration> {
+    secs(v / 1000.0, what).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--{what} must be a non-negative number of milliseconds"),
+        )
+    })
+}
+
 impl ServeArgs {
     /// The config these flags describe (`handle_signals` on).
     ///
@@ -101,7 +132,13 @@ impl ServeArgs {
             listen: self.listen,
             backend: backend(&self.backend)?,
             threads: self.threads.max(1),
-            accept: self.accept,
+            accept: self.accept.unwrap_or(
+                if self.overload == OverloadPolicy::Gate && self.threads > 1 {
+                    AcceptMode::Reuseport
+                } else {
+                    AcceptMode::Exclusive
+                },
+            ),
             mode: self.mode,
             root: self.root.clone(),
             reply_size: self.reply_size,
@@ -110,6 +147,17 @@ impl ServeArgs {
                 threshold: self.shed_threshold,
                 max_events: self.shed_max_events.max(1),
             }),
+            overload: OverloadConfig {
+                policy: if self.shed {
+                    OverloadPolicy::Seed001
+                } else {
+                    self.overload
+                },
+                queue_target: millis(self.queue_target, "queue-target")?,
+                interval: millis(self.codel_interval, "codel-interval")?,
+                deadline: self.deadline.map(|d| secs(d, "deadline")).transpose()?,
+                late_after: secs(self.late_after, "late-after")?,
+            },
             max_events: self.max_events.max(1),
             header_timeout: secs(self.header_timeout, "header-timeout")?,
             idle_timeout: secs(self.idle_timeout, "idle-timeout")?,

@@ -1,6 +1,7 @@
 //! What `evq serve` and `evq proxy` are told: plain config structs. The command
 //! line's flags that build them are in `cli.rs` (feature `cli`).
 
+use crate::overload::OverloadConfig;
 use crate::request::Limits;
 use evq::{BackendKind, LoadLimiter};
 use std::net::SocketAddr;
@@ -83,8 +84,11 @@ pub struct ServeConfig {
     pub root: Option<PathBuf>,
     /// Size of the fixed reply in bytes.
     pub reply_size: usize,
-    /// Load shedding; `None` serves everyone.
+    /// Seed 001's load shedding; `Some` turns it on (as `overload.policy =
+    /// Seed001` does, with these numbers or the defaults).
     pub shed: Option<ShedConfig>,
+    /// Overload control (`overload.rs`).
+    pub overload: OverloadConfig,
     /// Most events per `get_next_event` when not shedding.
     pub max_events: usize,
     /// Time a client has to send a complete request head once it started one.
@@ -117,6 +121,7 @@ impl Default for ServeConfig {
             root: None,
             reply_size: 1024,
             shed: None,
+            overload: OverloadConfig::default(),
             max_events: 256,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),

@@ -6,7 +6,7 @@
 //!   fixed reply of programmable size (ephttpd's mode, SEEDS 002) or static files
 //!   sent with `sendfile(2)`; one event queue per thread with three ways to share
 //!   the listener ([`AcceptMode`]); phhttpd's read-right-after-accept and seed
-//!   001's load shedding; header/idle timeouts as evq timers; graceful shutdown.
+//!   001's load shedding and better overload control ([`OverloadPolicy`]); header/idle timeouts as evq timers; graceful shutdown.
 //! - [`proxy`] / [`ProxyHandle`]: SEEDS 000's experiment shape, clients → proxy →
 //!   origin, with a keep-alive pool to the origin and 502/504 on origin failure.
 //! - With feature `cli`: `ServeArgs` / `ProxyArgs` (clap flags) and
@@ -34,6 +34,7 @@ mod config;
 pub mod date;
 mod files;
 mod listener;
+mod overload;
 mod proxy;
 mod relay;
 pub mod request;
@@ -46,7 +47,8 @@ mod worker;
 #[cfg(feature = "cli")]
 pub use cli::{run_proxy, run_serve, ProxyArgs, ServeArgs};
 pub use config::{AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
+pub use overload::{OverloadConfig, OverloadPolicy};
 pub use proxy::{proxy, ProxyHandle};
 pub use server::{serve, ServerHandle};
-pub use stats::{ProxyReport, ServeReport};
+pub use stats::{ProxyReport, Refused, ServeReport, QUEUE_DELAY_BOUNDS_MS};
 pub use sys::resident_bytes;

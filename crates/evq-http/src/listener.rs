@@ -88,6 +88,11 @@ impl Listener {
         })
     }
 
+    /// The listening socket.
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        self.fd
+    }
+
     /// The token of a listener's registration and of its pause timer.
     pub(crate) fn token() -> u64 {
         token(Kind::Listener, 0, 0)

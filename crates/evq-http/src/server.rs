@@ -6,6 +6,7 @@
 use crate::config::{AcceptMode, DeliveryMode, ServeConfig};
 use crate::date::DateCache;
 use crate::listener::Listener;
+use crate::overload::{Admission, OverloadPolicy};
 use crate::request::{Content, FileRoot, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::token::{token, Kind};
@@ -62,6 +63,22 @@ impl ServerHandle {
                 format!("the {kind} backend cannot share one listening socket between threads (a file has one signal owner); use --accept reuseport, or --threads 1"),
             ));
         }
+        cfg.overload.validate()?;
+        let mut overload = cfg.overload;
+        if cfg.shed.is_some() {
+            overload.policy = OverloadPolicy::Seed001;
+        }
+        if overload.policy == OverloadPolicy::Gate
+            && threads > 1
+            && cfg.accept != AcceptMode::Reuseport
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--overload gate resets a listening socket's queue, so each thread needs its own: use --accept reuseport with several threads",
+            ));
+        }
+        let seed001 =
+            (overload.policy == OverloadPolicy::Seed001).then(|| cfg.shed.unwrap_or_default());
         let content = Arc::new(match &cfg.root {
             Some(dir) => Content::Files(FileRoot::open(dir)?),
             None => Content::Fixed(fixed_body(cfg.reply_size)),
@@ -179,9 +196,10 @@ impl ServerHandle {
                 },
                 scratch: Scratch::default(),
                 date: DateCache::new(),
-                limiter: cfg.shed.map(|s| LoadLimiter::new(s.gain, s.threshold)),
+                limiter: seed001.map(|s| LoadLimiter::new(s.gain, s.threshold)),
+                admission: Admission::new(overload, addr, cfg.backlog),
                 round_accepts: 0,
-                max_events: cfg.shed.map_or(cfg.max_events, |s| s.max_events).max(1),
+                max_events: seed001.map_or(cfg.max_events, |s| s.max_events).max(1),
                 header_timeout: cfg.header_timeout,
                 idle_timeout: cfg.idle_timeout,
                 max_conns: cfg.max_conns,

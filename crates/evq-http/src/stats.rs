@@ -26,6 +26,13 @@ pub struct WorkerCounters {
     statuses: [AtomicU64; STATUSES.len()],
     accepts: AtomicU64,
     shed_resets: AtomicU64,
+    admitted: AtomicU64,
+    refused_queue_delay: AtomicU64,
+    refused_deadline: AtomicU64,
+    refused_flushed: AtomicU64,
+    flushes: AtomicU64,
+    served_late: AtomicU64,
+    queue_delay: [AtomicU64; QUEUE_DELAY_BOUNDS_MS.len() + 1],
     rejected_max_conns: AtomicU64,
     accept_fd_exhausted: AtomicU64,
     timeouts: AtomicU64,
@@ -39,6 +46,10 @@ pub struct WorkerCounters {
     /// read after it (stored after `cpu_ns`, with release ordering).
     wait_cpu_ns: AtomicU64,
 }
+
+/// Upper bounds (inclusive, ms) of the queue-delay histogram's buckets; one
+/// more bucket holds the rest. The kernel measures in jiffies (4 ms at HZ=250).
+pub const QUEUE_DELAY_BOUNDS_MS: [u32; 11] = [0, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048];
 
 fn bump(c: &AtomicU64, n: u64) {
     // Single writer: a plain load and store is enough and avoids a locked add.
@@ -57,6 +68,27 @@ impl WorkerCounters {
     }
     pub(crate) fn shed_reset(&self) {
         bump(&self.shed_resets, 1);
+    }
+    /// A connection let in after `waited_ms` in the listen queue (`None`: not
+    /// measured); `late` if past the late bound.
+    pub(crate) fn admitted(&self, waited_ms: Option<u32>, late: bool) {
+        bump(&self.admitted, 1);
+        if let Some(ms) = waited_ms {
+            let i = QUEUE_DELAY_BOUNDS_MS.partition_point(|&b| b < ms);
+            bump(&self.queue_delay[i], 1);
+        }
+        bump(&self.served_late, u64::from(late));
+    }
+    pub(crate) fn refused_queue_delay(&self) {
+        bump(&self.refused_queue_delay, 1);
+    }
+    pub(crate) fn refused_deadline(&self) {
+        bump(&self.refused_deadline, 1);
+    }
+    /// The listen queue was reset with `waiting` connections in it.
+    pub(crate) fn flushed(&self, waiting: u32) {
+        bump(&self.flushes, 1);
+        bump(&self.refused_flushed, u64::from(waiting));
     }
     pub(crate) fn rejected(&self) {
         bump(&self.rejected_max_conns, 1);
@@ -111,6 +143,17 @@ pub struct ServeReport {
     pub accepts: u64,
     /// Connections reset because the load limiter said "overloaded".
     pub shed_resets: u64,
+    /// Connections taken on (not refused by overload control or `--max-conns`).
+    pub admitted: u64,
+    /// Overload control's refusals, by reason.
+    pub refused: Refused,
+    /// Admitted connections that had waited in the listen queue longer than
+    /// `--late-after` (their clients may have given up).
+    pub served_late: u64,
+    /// Admitted connections by time waited in the listen queue (measured by
+    /// every policy but `none`): `[upper bound ms, count]`, the last bound
+    /// `null` for the rest.
+    pub queue_delay_ms: Vec<(Option<u32>, u64)>,
     /// Connections closed at once because `--max-conns` were open.
     pub rejected_max_conns: u64,
     /// Accepts that met `EMFILE`/`ENFILE` (connection accepted and closed via the
@@ -162,6 +205,23 @@ impl ServeReport {
             }
             r.accepts += get(&w.accepts);
             r.shed_resets += get(&w.shed_resets);
+            r.admitted += get(&w.admitted);
+            r.refused.queue_delay += get(&w.refused_queue_delay);
+            r.refused.deadline += get(&w.refused_deadline);
+            r.refused.flushed += get(&w.refused_flushed);
+            r.refused.flushes += get(&w.flushes);
+            r.served_late += get(&w.served_late);
+            if r.queue_delay_ms.is_empty() {
+                r.queue_delay_ms = QUEUE_DELAY_BOUNDS_MS
+                    .iter()
+                    .map(|&b| Some(b))
+                    .chain([None])
+                    .map(|b| (b, 0))
+                    .collect();
+            }
+            for (slot, c) in r.queue_delay_ms.iter_mut().zip(&w.queue_delay) {
+                slot.1 += get(c);
+            }
             r.rejected_max_conns += get(&w.rejected_max_conns);
             r.accept_fd_exhausted += get(&w.accept_fd_exhausted);
             r.timeouts += get(&w.timeouts);
@@ -174,6 +234,7 @@ impl ServeReport {
             r.wait_cpu_ns += wait;
             r.cpu_ns += get(&w.cpu_ns);
         }
+        r.refused.seed001 = r.shed_resets;
         r.events_per_call = if r.wakeups > 0 {
             r.events as f64 / r.wakeups as f64
         } else {
@@ -212,6 +273,25 @@ impl std::fmt::Display for ServeReport {
             self.accept_fd_exhausted,
             self.timeouts
         )?;
+        let late_or_slow: u64 = self
+            .queue_delay_ms
+            .iter()
+            .filter(|(b, _)| b.is_none_or(|b| b > 16))
+            .map(|(_, n)| n)
+            .sum();
+        writeln!(
+            f,
+            "overload: {} admitted, refused {} (seed001 {}, queue delay {}, deadline {}, listen queue reset {} in {} flushes), {} served late, {} waited > 16 ms",
+            self.admitted,
+            self.refused.total(),
+            self.refused.seed001,
+            self.refused.queue_delay,
+            self.refused.deadline,
+            self.refused.flushed,
+            self.refused.flushes,
+            self.served_late,
+            late_or_slow
+        )?;
         let by: Vec<String> = self
             .responses
             .iter()
@@ -229,6 +309,29 @@ impl std::fmt::Display for ServeReport {
             self.wait_cpu_ns as f64 / 1e9,
             100.0 * self.wait_cpu_share
         )
+    }
+}
+
+/// Connections overload control turned away, by reason.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Refused {
+    /// Reset by seed 001's limiter (the same as `shed_resets`).
+    pub seed001: u64,
+    /// Reset by `codel`: the queue stood and they waited over twice the target.
+    pub queue_delay: u64,
+    /// Reset for waiting past `--deadline`.
+    pub deadline: u64,
+    /// Reset in the listen queue by `gate` (counted as the queue's length when
+    /// it was reset; a few more may have arrived in between).
+    pub flushed: u64,
+    /// Times `gate` reset the listen queue.
+    pub flushes: u64,
+}
+
+impl Refused {
+    /// All refusals.
+    pub fn total(&self) -> u64 {
+        self.seed001 + self.queue_delay + self.deadline + self.flushed
     }
 }
 

@@ -9,6 +9,7 @@
 
 use crate::date::DateCache;
 use crate::listener::{Listener, Next};
+use crate::overload::{Admission, Refusal};
 use crate::request::{handle_request, write_simple_head, Body, Outcome, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::sys::{self, later};
@@ -90,6 +91,8 @@ pub(crate) struct Worker {
     pub(crate) scratch: Scratch,
     pub(crate) date: DateCache,
     pub(crate) limiter: Option<LoadLimiter>,
+    /// Overload control other than seed 001's (`overload.rs`).
+    pub(crate) admission: Admission,
     /// Connections let in (not shed) since the last `get_next_event`.
     pub(crate) round_accepts: usize,
     pub(crate) max_events: usize,
@@ -222,6 +225,11 @@ impl Worker {
     }
 
     fn on_accept(&mut self) {
+        self.admission.before_accept(
+            self.listener.raw_fd(),
+            self.now,
+            &self.shared.counters[self.id],
+        );
         self.listener.begin();
         loop {
             match self.listener.next(&mut self.queue) {
@@ -243,12 +251,26 @@ impl Worker {
             counters.shed_reset();
             return;
         }
+        let (waited_ms, refusal) = self.admission.judge(fd);
+        if let Some(why) = refusal {
+            let _ = evq_os::socket::set_reset_on_close(fd);
+            evq_os::io::close(fd);
+            match why {
+                Refusal::QueueDelay => counters.refused_queue_delay(),
+                Refusal::Deadline => counters.refused_deadline(),
+            }
+            return;
+        }
         if self.shared.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
             self.shared.open.fetch_sub(1, Ordering::Relaxed);
             evq_os::io::close(fd);
             counters.rejected();
             return;
         }
+        counters.admitted(
+            waited_ms,
+            waited_ms.is_some_and(|w| self.admission.is_late(w)),
+        );
         let _ = evq_os::socket::set_nodelay(fd);
         self.round_accepts += 1;
         if let Some(i) = self.add_conn(fd) {

@@ -1,0 +1,401 @@
+//! Overload control: which new connections a server (or the proxy) takes on
+//! when more arrive than it can serve, and how it turns the rest away.
+//!
+//! Where the capacity goes without it (issue 15): connections wait in the
+//! kernel's listen queue (4096 deep) for longer than their clients wait, so the
+//! server spends its time answering clients that have already given up; once
+//! the queue is full the kernel drops SYNs, and those clients learn nothing
+//! until their retransmission a second later. Seed 001's limiter resets new
+//! connections while its events-per-call average is high, but every reset
+//! still costs an `accept` and a `close`, and the average swings.
+//!
+//! The policies ([`OverloadPolicy`]):
+//!
+//! - `seed001`: the seed's EWMA-and-reset, kept as the baseline.
+//! - `gate`: keeps the listen queue short. Before each accept batch it reads the
+//!   queue's length (`TCP_INFO` on a listening socket reports it as
+//!   `tcpi_unacked`); longer than the connections the worker serves in
+//!   `queue_target`, the queue is refused whole by the kernel: `shutdown` of a
+//!   listening socket resets every connection waiting in it, and `listen` at
+//!   once opens it again (about 10 µs for both, however many are reset). Those
+//!   clients waited at most about `queue_target`, so they learn of the refusal
+//!   fast, and the worker spends nothing per refused connection.
+//! - `codel`: Facebook's CoDel for the accept queue (wangle `Codel.h`): each
+//!   accepted connection's time in the listen queue is measured; if the least of
+//!   them over an `interval` exceeded `queue_target`, the queue is standing, and
+//!   until an interval says otherwise connections that waited more than twice
+//!   the target are reset (after their `accept`, so each still costs one).
+//!
+//! Any policy but `none` can also drop work past a **deadline**: a connection
+//! that waited longer than it in the queue is reset, its client having given up.
+//!
+//! Quirks: a listening socket bound to port 0 loses its port on `shutdown`, so
+//! the flush binds it again to the address it had (which `SO_REUSEADDR` allows);
+//! with several threads sharing one listening socket, another thread's `accept`
+//! between `shutdown` and `listen` would fail with `EINVAL` and pause, so `gate`
+//! wants one socket per thread (`--accept reuseport`). The time in the queue is
+//! `tcpi_last_ack_recv` of the accepted socket: the time since the handshake's
+//! last ACK (or the request, if it came later), in jiffies — 4 ms steps where
+//! `HZ` is 250.
+
+use crate::stats::WorkerCounters;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// Which overload control a server runs (`--overload`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum OverloadPolicy {
+    /// Serve everyone, however late.
+    None,
+    /// Seed 001: reset new connections while the smoothed events-per-call
+    /// average is above a threshold ([`crate::ShedConfig`]).
+    Seed001,
+    /// Keep the listen queue within `queue_target` of work; refuse the rest in
+    /// the kernel (reset the queue and listen again).
+    Gate,
+    /// CoDel on the listen queue's delay: while the queue stands, reset
+    /// connections that waited more than twice `queue_target`.
+    Codel,
+}
+
+impl OverloadPolicy {
+    /// The name the command line uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            OverloadPolicy::None => "none",
+            OverloadPolicy::Seed001 => "seed001",
+            OverloadPolicy::Gate => "gate",
+            OverloadPolicy::Codel => "codel",
+        }
+    }
+}
+
+/// How a server controls overload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OverloadConfig {
+    /// The policy.
+    pub policy: OverloadPolicy,
+    /// Queueing delay the policy aims for (`gate`, `codel`). CoDel's 5 ms.
+    pub queue_target: Duration,
+    /// CoDel's interval: how long the queue must stand before it counts as
+    /// overloaded. 100 ms.
+    pub interval: Duration,
+    /// Connections that waited in the listen queue longer than this are reset
+    /// (their client has given up); `None`: no deadline.
+    pub deadline: Option<Duration>,
+    /// Admitted connections that waited longer than this count as served late.
+    pub late_after: Duration,
+}
+
+impl Default for OverloadConfig {
+    fn default() -> Self {
+        OverloadConfig {
+            policy: OverloadPolicy::None,
+            queue_target: Duration::from_millis(5),
+            interval: Duration::from_millis(100),
+            deadline: None,
+            late_after: Duration::from_secs(1),
+        }
+    }
+}
+
+impl OverloadConfig {
+    /// Checks the numbers.
+    ///
+    /// # Errors
+    /// `InvalidInput` with a message naming the flag: a zero target or
+    /// interval, a zero deadline or late bound.
+    pub fn validate(&self) -> io::Result<()> {
+        let bad = |m: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, m.to_string()));
+        if self.queue_target.is_zero() {
+            return bad("--queue-target must be more than 0 ms");
+        }
+        if self.interval.is_zero() {
+            return bad("--codel-interval must be more than 0 ms");
+        }
+        if self.deadline.is_some_and(|d| d.is_zero()) {
+            return bad("--deadline must be more than 0 seconds (leave it out for none)");
+        }
+        if self.late_after.is_zero() {
+            return bad("--late-after must be more than 0 seconds");
+        }
+        Ok(())
+    }
+
+    /// Whether the policy reads each accepted connection's time in the queue.
+    pub(crate) fn measures(&self) -> bool {
+        self.policy != OverloadPolicy::None
+    }
+}
+
+/// Why a connection was turned away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// CoDel: the queue stands and this one waited over twice the target.
+    QueueDelay,
+    /// It waited past the deadline.
+    Deadline,
+}
+
+/// Fewest connections `gate` lets wait, whatever the rate estimate says: a
+/// worker woken for one connection finds a few more queued behind it.
+const GATE_MIN_QUEUE: u32 = 16;
+
+/// One event loop's overload control state.
+pub(crate) struct Admission {
+    cfg: OverloadConfig,
+    /// The listening socket's address and backlog, to open it again after a
+    /// flush.
+    listen_addr: SocketAddr,
+    backlog: i32,
+    /// Connections admitted in the current rate interval, and its start.
+    admitted: u64,
+    since: Instant,
+    /// Admissions per second over the last whole interval.
+    rate: f64,
+    /// CoDel: least queue delay seen this interval (ms), and whether the last
+    /// interval found the queue standing.
+    min_delay_ms: u32,
+    interval_end: Instant,
+    overloaded: bool,
+}
+
+impl Admission {
+    pub(crate) fn new(cfg: OverloadConfig, listen_addr: SocketAddr, backlog: i32) -> Admission {
+        let now = Instant::now();
+        Admission {
+            cfg,
+            listen_addr,
+            backlog,
+            admitted: 0,
+            since: now,
+            rate: 0.0,
+            min_delay_ms: u32::MAX,
+            interval_end: now + cfg.interval,
+            overloaded: false,
+        }
+    }
+
+    /// Before an accept batch on `listen_fd`: `gate` refuses the whole queue if
+    /// it holds more than `queue_target` of work. Returns how many waited.
+    pub(crate) fn before_accept(
+        &mut self,
+        listen_fd: RawFd,
+        now: Instant,
+        counters: &WorkerCounters,
+    ) -> u32 {
+        self.roll(now);
+        if self.cfg.policy != OverloadPolicy::Gate {
+            return 0;
+        }
+        let Ok(waiting) = listen_queue_len(listen_fd) else {
+            return 0;
+        };
+        if waiting > self.gate_limit()
+            && flush_listen_queue(listen_fd, self.listen_addr, self.backlog).is_ok()
+        {
+            counters.flushed(waiting);
+            return waiting;
+        }
+        0
+    }
+
+    /// Most connections `gate` lets wait: what this worker serves in
+    /// `queue_target` at its recent rate.
+    fn gate_limit(&self) -> u32 {
+        let by_rate = self.rate * self.cfg.queue_target.as_secs_f64();
+        (by_rate as u32).max(GATE_MIN_QUEUE)
+    }
+
+    /// Starts a new rate (and CoDel) interval when the current one is over.
+    fn roll(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.since);
+        if elapsed >= self.cfg.interval {
+            self.rate = self.admitted as f64 / elapsed.as_secs_f64();
+            self.admitted = 0;
+            self.since = now;
+        }
+        if now >= self.interval_end {
+            self.overloaded = self.min_delay_ms != u32::MAX
+                && u128::from(self.min_delay_ms) > self.cfg.queue_target.as_millis();
+            self.min_delay_ms = u32::MAX;
+            self.interval_end = now + self.cfg.interval;
+        }
+    }
+
+    /// A new connection: how long it waited in the queue (ms, when the policy
+    /// measures it) and whether to refuse it.
+    pub(crate) fn judge(&mut self, fd: RawFd) -> (Option<u32>, Option<Refusal>) {
+        if !self.cfg.measures() {
+            self.admitted += 1;
+            return (None, None);
+        }
+        let Ok(waited_ms) = queue_delay_ms(fd) else {
+            self.admitted += 1;
+            return (None, None);
+        };
+        let waited = Duration::from_millis(u64::from(waited_ms));
+        if self.cfg.deadline.is_some_and(|d| waited > d) {
+            return (Some(waited_ms), Some(Refusal::Deadline));
+        }
+        if self.cfg.policy == OverloadPolicy::Codel {
+            self.min_delay_ms = self.min_delay_ms.min(waited_ms);
+            if self.overloaded && waited > 2 * self.cfg.queue_target {
+                return (Some(waited_ms), Some(Refusal::QueueDelay));
+            }
+        }
+        self.admitted += 1;
+        (Some(waited_ms), None)
+    }
+
+    /// Whether a connection admitted after `waited_ms` in the queue is late.
+    pub(crate) fn is_late(&self, waited_ms: u32) -> bool {
+        u128::from(waited_ms) > self.cfg.late_after.as_millis()
+    }
+}
+
+fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) writes at most `len` bytes into `info`, which is
+    // that large, and stores the length it wrote in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(info)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Connections waiting in a listening socket's accept queue (Linux reports it
+/// as `tcpi_unacked` of a socket in `LISTEN`).
+pub(crate) fn listen_queue_len(listen_fd: RawFd) -> io::Result<u32> {
+    tcp_info(listen_fd).map(|i| i.tcpi_unacked)
+}
+
+/// Milliseconds an accepted connection waited since its last packet (the
+/// handshake's ACK, or the request if it came later).
+pub(crate) fn queue_delay_ms(fd: RawFd) -> io::Result<u32> {
+    tcp_info(fd).map(|i| i.tcpi_last_ack_recv)
+}
+
+/// Resets every connection waiting in the accept queue of `listen_fd` and
+/// listens again on `addr`.
+///
+/// # Errors
+/// `listen`'s error: the socket no longer listens (the caller's next `accept`
+/// fails and pauses the listener, as for any failed listener).
+pub(crate) fn flush_listen_queue(
+    listen_fd: RawFd,
+    addr: SocketAddr,
+    backlog: i32,
+) -> io::Result<()> {
+    // SAFETY: shutdown(2) on the caller's listening socket: it stops listening
+    // and resets the connections queued on it; the descriptor stays valid.
+    unsafe { libc::shutdown(listen_fd, libc::SHUT_RD) };
+    let fd = borrow(listen_fd);
+    let sock = socket2::SockRef::from(&fd);
+    // A socket bound to port 0 gave its port back: bind it again. One bound to
+    // an explicit port kept it, and bind says EINVAL, which is fine.
+    let _ = sock.bind(&addr.into());
+    sock.listen(backlog)
+}
+
+fn borrow(fd: RawFd) -> std::os::fd::BorrowedFd<'static> {
+    // SAFETY: the caller holds `fd` open for the duration of the call that
+    // uses the borrow (flush_listen_queue), which does not outlive it.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evq_os::ListenOptions;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn bad_numbers_are_refused_with_the_flag_named() {
+        let ok = OverloadConfig::default();
+        assert!(ok.validate().is_ok());
+        for (cfg, flag) in [
+            (
+                OverloadConfig {
+                    queue_target: Duration::ZERO,
+                    ..ok
+                },
+                "--queue-target",
+            ),
+            (
+                OverloadConfig {
+                    interval: Duration::ZERO,
+                    ..ok
+                },
+                "--codel-interval",
+            ),
+            (
+                OverloadConfig {
+                    deadline: Some(Duration::ZERO),
+                    ..ok
+                },
+                "--deadline",
+            ),
+        ] {
+            let e = cfg.validate().unwrap_err();
+            assert!(e.to_string().contains(flag), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_flush_resets_the_queue_and_keeps_the_port() {
+        let l = evq_os::listen("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = evq_os::socket::local_addr(l.as_raw_fd()).unwrap();
+        let waiting: Vec<_> = (0..3)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        assert_eq!(listen_queue_len(l.as_raw_fd()).unwrap(), 3);
+        flush_listen_queue(l.as_raw_fd(), addr, 128).unwrap();
+        assert_eq!(listen_queue_len(l.as_raw_fd()).unwrap(), 0);
+        for mut s in waiting {
+            use std::io::Read;
+            let e = s.read(&mut [0; 8]).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+        }
+        // Still listening on the same port.
+        let _c = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(listen_queue_len(l.as_raw_fd()).unwrap(), 1);
+    }
+
+    #[test]
+    fn codel_refuses_only_while_the_queue_stands() {
+        let cfg = OverloadConfig {
+            policy: OverloadPolicy::Codel,
+            ..OverloadConfig::default()
+        };
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let mut a = Admission::new(cfg, addr, 128);
+        let t0 = Instant::now();
+        // An interval whose least delay was 20 ms: the queue stood.
+        a.min_delay_ms = 20;
+        a.roll(t0 + Duration::from_millis(150));
+        assert!(a.overloaded);
+        // An interval with one connection served at once clears it.
+        a.min_delay_ms = 0;
+        a.roll(t0 + Duration::from_millis(300));
+        assert!(!a.overloaded);
+        // An interval with nothing measured is not overload.
+        a.roll(t0 + Duration::from_millis(450));
+        assert!(!a.overloaded);
+    }
+}
