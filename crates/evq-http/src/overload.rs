@@ -322,6 +322,7 @@ fn borrow(fd: RawFd) -> std::os::fd::BorrowedFd<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::ServeReport;
     use evq_os::ListenOptions;
     use std::os::fd::AsRawFd;
 
@@ -397,5 +398,135 @@ mod tests {
         // An interval with nothing measured is not overload.
         a.roll(t0 + Duration::from_millis(450));
         assert!(!a.overloaded);
+    }
+
+    /// Connects `n` clients that wait in `l`'s queue, unaccepted.
+    fn queued(addr: SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
+        (0..n)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect()
+    }
+
+    fn accept(l: &std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
+        use std::os::fd::FromRawFd;
+        // SAFETY: accept(2) on a listening socket this test owns; null address
+        // arguments are allowed; a non-negative result is a new descriptor
+        // that nothing else owns.
+        let fd = unsafe { libc::accept(l.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut()) };
+        assert!(fd >= 0, "{}", io::Error::last_os_error());
+        // SAFETY: see above: the descriptor is new and ours.
+        unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+    }
+
+    fn reset(s: &mut std::net::TcpStream) -> bool {
+        use std::io::Read;
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        matches!(s.read(&mut [0; 8]), Err(e) if e.kind() == io::ErrorKind::ConnectionReset)
+    }
+
+    #[test]
+    fn gate_refuses_a_long_queue_in_the_kernel_and_lets_a_short_one_wait() {
+        let l = evq_os::listen("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = evq_os::socket::local_addr(l.as_raw_fd()).unwrap();
+        let cfg = OverloadConfig {
+            policy: OverloadPolicy::Gate,
+            ..OverloadConfig::default()
+        };
+        let mut gate = Admission::new(cfg, addr, 128);
+        let counters = WorkerCounters::default();
+        // Within the least queue it keeps: nothing is refused.
+        let mut short = queued(addr, GATE_MIN_QUEUE as usize);
+        assert_eq!(
+            gate.before_accept(l.as_raw_fd(), Instant::now(), &counters),
+            0
+        );
+        assert_eq!(listen_queue_len(l.as_raw_fd()).unwrap(), GATE_MIN_QUEUE);
+        // One more than that: the whole queue is reset, each client learns it
+        // at once, and the port still takes new connections.
+        short.extend(queued(addr, 1));
+        let waited = gate.before_accept(l.as_raw_fd(), Instant::now(), &counters);
+        assert_eq!(waited, GATE_MIN_QUEUE + 1);
+        for s in &mut short {
+            assert!(reset(s), "a queued client was not reset");
+        }
+        let report = ServeReport::collect("test", std::slice::from_ref(&counters));
+        assert_eq!(report.refused.flushed, u64::from(GATE_MIN_QUEUE + 1));
+        assert_eq!(report.refused.flushes, 1);
+        let _next = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(listen_queue_len(l.as_raw_fd()).unwrap(), 1);
+        // Policies other than gate never flush.
+        let mut other = Admission::new(OverloadConfig::default(), addr, 128);
+        let _many = queued(addr, 40);
+        assert_eq!(
+            other.before_accept(l.as_raw_fd(), Instant::now(), &counters),
+            0
+        );
+        assert_eq!(listen_queue_len(l.as_raw_fd()).unwrap(), 41);
+    }
+
+    #[test]
+    fn deadline_refuses_connections_that_waited_past_it() {
+        let l = evq_os::listen("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = evq_os::socket::local_addr(l.as_raw_fd()).unwrap();
+        let cfg = OverloadConfig {
+            policy: OverloadPolicy::Gate,
+            deadline: Some(Duration::from_millis(20)),
+            ..OverloadConfig::default()
+        };
+        let mut a = Admission::new(cfg, addr, 128);
+        let _old = queued(addr, 1);
+        // Sleeping is a lower bound on the wait, whatever the machine's load.
+        std::thread::sleep(Duration::from_millis(60));
+        let old = accept(&l);
+        let (waited, refusal) = a.judge(old.as_raw_fd());
+        assert!(waited.is_some_and(|w| w >= 40), "{waited:?}");
+        assert_eq!(refusal, Some(Refusal::Deadline));
+        // Without a deadline the same wait is admitted (and measured).
+        let mut none = Admission::new(
+            OverloadConfig {
+                deadline: None,
+                ..cfg
+            },
+            addr,
+            128,
+        );
+        let _old = queued(addr, 1);
+        std::thread::sleep(Duration::from_millis(60));
+        let old = accept(&l);
+        let (waited, refusal) = none.judge(old.as_raw_fd());
+        assert!(waited.is_some_and(|w| w >= 40), "{waited:?}");
+        assert_eq!(refusal, None);
+        assert!(none.is_late(2000) && !none.is_late(1000));
+    }
+
+    #[test]
+    fn codel_refuses_long_waits_only_after_an_interval_of_standing_queue() {
+        let l = evq_os::listen("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = evq_os::socket::local_addr(l.as_raw_fd()).unwrap();
+        let cfg = OverloadConfig {
+            policy: OverloadPolicy::Codel,
+            queue_target: Duration::from_millis(5),
+            interval: Duration::from_millis(30),
+            ..OverloadConfig::default()
+        };
+        let counters = WorkerCounters::default();
+        let mut a = Admission::new(cfg, addr, 128);
+        let waited_long = |a: &mut Admission| {
+            let _c = std::net::TcpStream::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(40));
+            let s = accept(&l);
+            a.judge(s.as_raw_fd())
+        };
+        // The first interval has not seen a standing queue: a long wait is
+        // served (and is the interval's least delay, over the target).
+        let (w, refusal) = waited_long(&mut a);
+        assert!(w.is_some_and(|w| w > 10), "{w:?}");
+        assert_eq!(refusal, None);
+        // The interval is over (the 40 ms wait outlasted its 30): the queue
+        // stood, so the next long wait is refused.
+        a.before_accept(l.as_raw_fd(), Instant::now(), &counters);
+        assert!(a.overloaded);
+        let (_, refusal) = waited_long(&mut a);
+        assert_eq!(refusal, Some(Refusal::QueueDelay));
     }
 }
