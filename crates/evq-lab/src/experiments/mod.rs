@@ -6,6 +6,7 @@ pub mod burst;
 pub mod cold_connections;
 pub mod herd;
 pub mod load_client;
+pub mod overload;
 pub mod pipe_scaling;
 pub mod proxy;
 pub mod reliability;
@@ -19,6 +20,7 @@ pub const ALL: &[&dyn Scenario] = &[
     &bench_c::BenchC,
     &cold_connections::ColdConnections,
     &signals::Signals,
+    &overload::Overload,
     &burst::Burst,
     &herd::Herd,
     &proxy::Proxy,

@@ -1,0 +1,165 @@
+//! The overload claims (issue 15's figures): pure functions of the points.
+
+use super::measure::Point;
+use crate::verdict::ClaimCheck;
+
+/// The policy the claims judge (the one proposed as the default).
+pub const JUDGED: &str = "gate";
+/// The backend the claims are judged on.
+pub const BACKEND: &str = "epoll";
+/// The client kept up if it started at least this share of the offered rate.
+pub const CLIENT_KEEPS_UP: f64 = 0.9;
+
+/// Goodput held under overload, at `threads` threads.
+pub fn goodput_claim(threads: usize) -> String {
+    format!("with {JUDGED} on {BACKEND} × {threads} thread(s), goodput (replies within the client timeout) stays ≥ 95% of capacity at 2× and 3× offered and ≥ 90% at 5× (issue 15)")
+}
+/// Latency of served replies.
+pub const P99: &str = "with gate on epoll × 1, the p99 of served replies at 3× offered is at most 5× the p99 at 0.5× (issue 15)";
+/// Refusals are fast.
+pub const FAST: &str = "with gate on epoll × 1 at 3× offered, ≥ 99% of the clients not served learn it within 10 ms (a reset or 503), not by timing out (issue 15)";
+/// No cost below capacity.
+pub const BELOW: &str = "with gate on epoll × 1 below capacity (0.9× and less), goodput is within 2% of no control's and nobody is refused (issue 15)";
+/// Against the seed's policy.
+pub const BEATS_SEED: &str = "with gate on epoll × 1 at 3× offered, goodput is higher than with seed 001's EWMA-and-reset (issue 15, seed 001 Graphs 3–4)";
+
+/// The point of `policy` on the judged backend at `threads` nearest `multiple`
+/// (within 0.05), if the client kept up there.
+pub fn at<'a>(
+    points: &'a [Point],
+    policy: &str,
+    threads: usize,
+    multiple: f64,
+) -> Option<&'a Point> {
+    points.iter().find(|p| {
+        p.policy == policy
+            && p.backend == BACKEND
+            && p.threads == threads
+            && (p.multiple - multiple).abs() < 0.05
+    })
+}
+
+/// Whether the client started at least [`CLIENT_KEEPS_UP`] of the offered rate.
+pub fn keeps_up(p: &Point) -> bool {
+    p.client_started_per_s >= CLIENT_KEEPS_UP * p.offered_per_s
+}
+
+fn show(p: &Point) -> String {
+    format!(
+        "{}× offered ({:.2}× capacity): goodput {:.0}% of capacity, p99 {:.1} ms, {} refused ({} fast), {} timed out{}",
+        p.multiple,
+        p.offered_over_capacity,
+        100.0 * p.goodput_over_capacity,
+        p.p99_ms,
+        p.refused,
+        p.refused_fast,
+        p.timed_out,
+        if keeps_up(p) { "" } else { " (client fell behind)" }
+    )
+}
+
+/// Goodput at 2×, 3× and 5×.
+pub fn check_goodput(points: &[Point], threads: usize) -> ClaimCheck {
+    let want = [(2.0, 0.95), (3.0, 0.95), (5.0, 0.90)];
+    let got: Vec<Option<&Point>> = want
+        .iter()
+        .map(|&(m, _)| at(points, JUDGED, threads, m))
+        .collect();
+    let measured = got
+        .iter()
+        .zip(&want)
+        .map(|(p, (m, _))| p.map_or(format!("{m}×: not run"), show))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let holds = if got.iter().any(|p| p.is_none_or(|p| !keeps_up(p))) {
+        None
+    } else {
+        Some(
+            got.iter()
+                .zip(&want)
+                .all(|(p, &(_, share))| p.is_some_and(|p| p.goodput_over_capacity >= share)),
+        )
+    };
+    ClaimCheck::judged(
+        &goodput_claim(threads),
+        measured,
+        holds,
+        &format!("capacity = the peak goodput of the `none` sweep on the same backend and thread count in this run; holds if goodput/capacity ≥ 0.95 at 2× and 3× and ≥ 0.90 at 5× of the probed capacity; not measured if a point is missing or the client started < {:.0}% of its offered rate there", 100.0 * CLIENT_KEEPS_UP),
+    )
+}
+
+/// p99 at 3× against 0.5×.
+pub fn check_p99(points: &[Point]) -> ClaimCheck {
+    let (low, high) = (at(points, JUDGED, 1, 0.5), at(points, JUDGED, 1, 3.0));
+    let measured = match (low, high) {
+        (Some(l), Some(h)) => format!(
+            "p99 {:.1} ms at 0.5×, {:.1} ms at 3× ({:.1}×)",
+            l.p99_ms,
+            h.p99_ms,
+            h.p99_ms / l.p99_ms.max(1e-9)
+        ),
+        _ => "a point is missing".into(),
+    };
+    let holds = low
+        .zip(high)
+        .filter(|(_, h)| keeps_up(h) && h.served > 0)
+        .map(|(l, h)| h.p99_ms <= 5.0 * l.p99_ms);
+    ClaimCheck::judged(P99, measured, holds, "holds if the 3× point's p99 of 2xx replies (from the intended start) is ≤ 5× the 0.5× point's; not measured without both points, or if the client fell behind or nothing was served at 3×")
+}
+
+/// Share of unserved clients refused fast at 3×.
+pub fn check_fast(points: &[Point]) -> ClaimCheck {
+    let p = at(points, JUDGED, 1, 3.0);
+    let unserved = |p: &Point| p.refused + p.timed_out;
+    let measured = p.map_or("not run".into(), |p| {
+        format!(
+            "{} of {} clients not served learned it within 10 ms ({} refused, {} timed out, {} of them still connecting)",
+            p.refused_fast,
+            unserved(p),
+            p.refused,
+            p.timed_out,
+            p.timed_out_connecting
+        )
+    });
+    let holds = p
+        .filter(|p| keeps_up(p))
+        .map(|p| unserved(p) == 0 || p.refused_fast as f64 >= 0.99 * unserved(p) as f64);
+    ClaimCheck::judged(FAST, measured, holds, "holds if refused-within-10-ms ≥ 99% of (refused + timed out) at 3× (trivially if nobody went unserved); not measured without the point or if the client fell behind")
+}
+
+/// No cost below capacity.
+pub fn check_below(points: &[Point]) -> ClaimCheck {
+    let low: Vec<(&Point, &Point)> = points
+        .iter()
+        .filter(|p| {
+            p.policy == JUDGED && p.backend == BACKEND && p.threads == 1 && p.multiple <= 0.9
+        })
+        .filter_map(|p| at(points, "none", 1, p.multiple).map(|n| (p, n)))
+        .collect();
+    let measured = low
+        .iter()
+        .map(|(g, n)| format!("{}×: goodput {:.0}/s vs none {:.0}/s, {} refused by the client's count, {} by the server's", g.multiple, g.goodput_per_s, n.goodput_per_s, g.refused, g.server_refused))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let holds =
+        (!low.is_empty() && low.iter().all(|(g, n)| keeps_up(g) && keeps_up(n))).then(|| {
+            low.iter().all(|(g, n)| {
+                g.goodput_per_s >= 0.98 * n.goodput_per_s && g.refused == 0 && g.server_refused == 0
+            })
+        });
+    ClaimCheck::judged(BELOW, if measured.is_empty() { "no point at ≤ 0.9×".into() } else { measured }, holds, "holds if at every multiple ≤ 0.9× the judged policy's goodput ≥ 98% of no control's at the same offered rate and neither client nor server counted a refusal; not measured without such points or if the client fell behind")
+}
+
+/// Against seed 001.
+pub fn check_beats_seed(points: &[Point]) -> ClaimCheck {
+    let (g, s) = (at(points, JUDGED, 1, 3.0), at(points, "seed001", 1, 3.0));
+    let measured = match (g, s) {
+        (Some(g), Some(s)) => format!("gate: {}; seed001: {}", show(g), show(s)),
+        _ => "a point is missing".into(),
+    };
+    let holds = g
+        .zip(s)
+        .filter(|(g, s)| keeps_up(g) && keeps_up(s))
+        .map(|(g, s)| g.goodput_per_s > s.goodput_per_s);
+    ClaimCheck::judged(BEATS_SEED, measured, holds, "holds if the judged policy's goodput at 3× exceeds seed001's at 3× in the same run; not measured without both points or if the client fell behind")
+}

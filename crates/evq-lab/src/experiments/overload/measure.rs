@@ -1,0 +1,378 @@
+//! The overload sweep's measurement: `evq serve` in this process on a CPU
+//! budget (as the signals scenario's overload half, so one client thread can
+//! offer it several times its capacity), each policy at each multiple of the
+//! probed capacity, open loop, one request per connection.
+
+use crate::experiment::{Ctx, RunSize};
+use evq::BackendKind;
+use evq_http::{OverloadConfig, OverloadPolicy, ServeConfig, ServerHandle};
+use evq_load::{run_load, LoadConfig, LoadReport};
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::time::Duration;
+
+/// CPU each server thread may use in every [`BUDGET_PERIOD`] (`SCHED_DEADLINE`).
+pub const BUDGET_RUNTIME: Duration = Duration::from_micros(100);
+/// Period of the server's CPU budget.
+pub const BUDGET_PERIOD: Duration = Duration::from_millis(1);
+/// Reply size: seed 001 fetched a 1 KB document.
+pub const REPLY_SIZE: usize = 1024;
+/// Connections of the closed-loop capacity probe.
+pub const PROBE_CONNECTIONS: usize = 32;
+/// A refusal learned within this long counts as fast.
+pub const FAST_REFUSAL_MS: f64 = 10.0;
+
+/// What to run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    /// Backends, the judged one (epoll) first.
+    pub backends: Vec<String>,
+    /// Worker thread counts, run on the first backend (the others run one).
+    pub threads: Vec<usize>,
+    /// Policies by `--overload` name.
+    pub policies: Vec<String>,
+    /// Offered rates as multiples of the probed capacity.
+    pub multiples: Vec<f64>,
+    /// Length of each capacity probe, seconds.
+    pub probe_s: f64,
+    /// Length of each open-loop schedule, seconds.
+    pub window_s: f64,
+    /// The client's timeout, seconds (also the servers' `--deadline`).
+    pub timeout_s: f64,
+}
+
+/// One measured point.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Point {
+    /// `--overload` name.
+    pub policy: String,
+    /// Backend name.
+    pub backend: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Offered rate as a multiple of the probed capacity.
+    pub multiple: f64,
+    /// Connections per second the schedule asked for.
+    pub offered_per_s: f64,
+    /// Offered rate over the capacity seen in the sweep (the peak goodput of
+    /// `none` on this backend and thread count).
+    pub offered_over_capacity: f64,
+    /// Goodput over that capacity.
+    pub goodput_over_capacity: f64,
+    /// Connections in the schedule.
+    pub conns: u64,
+    /// Connections the client started per second, at least (connections /
+    /// (window + largest start lag)).
+    pub client_started_per_s: f64,
+    /// 2xx replies.
+    pub served: u64,
+    /// 2xx replies within the client timeout of their intended start.
+    pub served_in_time: u64,
+    /// `served_in_time` over the schedule's length.
+    pub goodput_per_s: f64,
+    /// p50 of served replies from the intended start, ms.
+    pub p50_ms: f64,
+    /// p99 of the same.
+    pub p99_ms: f64,
+    /// Clients refused (reset, refused, 503).
+    pub refused: u64,
+    /// Of those, refused within [`FAST_REFUSAL_MS`].
+    pub refused_fast: u64,
+    /// Clients that timed out.
+    pub timed_out: u64,
+    /// Of those, still connecting (their SYN never answered).
+    pub timed_out_connecting: u64,
+    /// Failures of other kinds.
+    pub other_errors: u64,
+    /// Server: connections accepted.
+    pub server_accepts: u64,
+    /// Server: connections admitted.
+    pub server_admitted: u64,
+    /// Server: refusals by seed 001, codel, deadline and gate's queue resets.
+    pub server_refused: u64,
+    /// Server: connections reset in the listen queue by gate.
+    pub server_flushed: u64,
+    /// Server: admitted after waiting over the late bound (the client timeout).
+    pub server_served_late: u64,
+    /// Server: responses sent.
+    pub server_responses: u64,
+    /// Whether every server thread ran on the CPU budget.
+    pub server_budget: bool,
+}
+
+/// The sweep.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Records {
+    /// The plan run.
+    pub plan: Plan,
+    /// Closed-loop capacity per (backend, threads), replies/s.
+    pub probes: Vec<(String, usize, f64)>,
+    /// Offered rates were capped here by the descriptor limit.
+    pub rate_cap: f64,
+    /// Why the CPU budget was not applied, where it was not.
+    pub refusals: Vec<String>,
+    /// Every point, in the order run.
+    pub points: Vec<Point>,
+}
+
+/// The plan for a run of `size`.
+pub fn plan(size: RunSize) -> Plan {
+    let (backends, threads, multiples, probe_s, window_s, timeout_s): (
+        &[&str],
+        &[usize],
+        &[f64],
+        _,
+        _,
+        _,
+    ) = size.pick(
+        (&["epoll"], &[1], &[0.5, 3.0], 0.3, 0.4, 0.5),
+        (
+            &["epoll", "rtsig-bulk"],
+            &[1, 2],
+            &[0.5, 0.9, 2.0, 3.0, 5.0],
+            0.5,
+            1.0,
+            0.5,
+        ),
+        (
+            &["epoll", "rtsig-bulk"],
+            &[1, 2],
+            &[0.5, 0.9, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0],
+            1.0,
+            3.0,
+            1.0,
+        ),
+    );
+    Plan {
+        backends: backends.iter().map(|s| s.to_string()).collect(),
+        threads: threads.to_vec(),
+        policies: ["none", "seed001", "gate", "codel"]
+            .map(String::from)
+            .to_vec(),
+        multiples: multiples.to_vec(),
+        probe_s,
+        window_s,
+        timeout_s,
+    }
+}
+
+/// Parses a policy name.
+pub fn policy(name: &str) -> io::Result<OverloadPolicy> {
+    Ok(match name {
+        "none" => OverloadPolicy::None,
+        "seed001" => OverloadPolicy::Seed001,
+        "gate" => OverloadPolicy::Gate,
+        "codel" => OverloadPolicy::Codel,
+        _ => return Err(io::Error::other(format!("unknown policy {name}"))),
+    })
+}
+
+/// The server a point runs: `threads` workers (own sockets), the policy, and
+/// the client's timeout as both the deadline and the late bound.
+pub fn server_config(
+    kind: BackendKind,
+    threads: usize,
+    p: OverloadPolicy,
+    timeout_s: f64,
+) -> ServeConfig {
+    let timeout = Duration::from_secs_f64(timeout_s);
+    ServeConfig {
+        threads,
+        accept: evq_http::AcceptMode::Reuseport,
+        overload: OverloadConfig {
+            policy: p,
+            deadline: (p != OverloadPolicy::None).then_some(timeout),
+            late_after: timeout,
+            ..OverloadConfig::default()
+        },
+        grace: Duration::from_millis(100),
+        ..crate::rig::in_process::one_thread(kind, REPLY_SIZE)
+    }
+}
+
+/// Starts a server and puts each of its threads on the CPU budget; the error
+/// says why the budget could not be set, if it could not.
+fn start(cfg: &ServeConfig) -> io::Result<(ServerHandle, Option<String>)> {
+    let server = ServerHandle::start(cfg)?;
+    let mut refused = None;
+    for i in 0..cfg.threads {
+        let name = format!("evq-serve-{i}");
+        match crate::procinfo::thread_named(&name, Duration::from_secs(1)) {
+            None => refused = Some(format!("no single {name} thread found")),
+            Some(tid) => {
+                if let Err(e) =
+                    crate::resources::limit_thread_cpu(tid, BUDGET_RUNTIME, BUDGET_PERIOD)
+                {
+                    refused = Some(format!("SCHED_DEADLINE refused: {e}"));
+                }
+            }
+        }
+    }
+    Ok((server, refused))
+}
+
+fn probe(
+    kind: BackendKind,
+    threads: usize,
+    plan: &Plan,
+    refusals: &mut Vec<String>,
+) -> io::Result<f64> {
+    let (server, refused) = start(&server_config(
+        kind,
+        threads,
+        OverloadPolicy::None,
+        plan.timeout_s,
+    ))?;
+    refusals.extend(refused);
+    let mut load = LoadConfig::closed(
+        "127.0.0.1",
+        server.addr().port(),
+        PROBE_CONNECTIONS,
+        Duration::from_secs_f64(plan.probe_s),
+    );
+    load.num_calls = 1;
+    load.hog = true;
+    load.timeout = Some(Duration::from_secs(2));
+    let report = run_load(&load);
+    server.request_stop();
+    server.wait()?;
+    Ok(report?.reply_rate_avg)
+}
+
+/// Probes capacity, then runs every (backend, threads, policy) at every
+/// multiple; the series rotate from point to point so a slow phase of the
+/// shared machine falls on all of them.
+pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
+    let fd_limit = crate::resources::raise_nofile()? as f64;
+    let mut shapes: Vec<(BackendKind, usize)> = Vec::new();
+    for (i, name) in plan.backends.iter().enumerate() {
+        let Ok(kind) = name.parse::<BackendKind>() else {
+            continue;
+        };
+        if kind.available().is_err() {
+            continue;
+        }
+        let threads: &[usize] = if i == 0 { &plan.threads } else { &[1] };
+        shapes.extend(threads.iter().map(|&t| (kind, t)));
+    }
+    if shapes.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "none of the backends is available here",
+        ));
+    }
+    let policies: Vec<OverloadPolicy> = plan
+        .policies
+        .iter()
+        .map(|p| policy(p))
+        .collect::<io::Result<_>>()?;
+    ctx.expect(shapes.len() * (1 + policies.len() * plan.multiples.len()));
+    // Client and server share this process's descriptors: each connection in
+    // flight may hold two for up to the timeout. Keep a quarter spare.
+    let rate_cap = 0.75 * fd_limit / (2.0 * plan.timeout_s);
+    let mut refusals = Vec::new();
+    let mut probes = Vec::new();
+    let mut points = Vec::new();
+    for &(kind, threads) in &shapes {
+        ctx.step(&format!("overload: capacity probe, {kind} × {threads}"));
+        let capacity = probe(kind, threads, &plan, &mut refusals)?;
+        probes.push((kind.name().to_string(), threads, capacity));
+        for (step, &m) in plan.multiples.iter().enumerate() {
+            for i in 0..policies.len() {
+                let p = policies[(i + step) % policies.len()];
+                let rate = (m * capacity).round().clamp(1.0, rate_cap.floor());
+                ctx.step(&format!(
+                    "overload: {kind} × {threads}, {} at {rate:.0}/s ({m}×)",
+                    p.name()
+                ));
+                points.push(run(kind, threads, p, m, rate, &plan, &mut refusals)?);
+            }
+        }
+    }
+    fill_ratios(&mut points);
+    Ok(Records {
+        plan,
+        probes,
+        rate_cap,
+        refusals,
+        points,
+    })
+}
+
+/// Capacity of each (backend, threads) = the peak goodput of its `none` sweep;
+/// every point's offered rate and goodput as multiples of it.
+pub fn fill_ratios(points: &mut [Point]) {
+    let keys: Vec<(String, usize)> = points
+        .iter()
+        .map(|p| (p.backend.clone(), p.threads))
+        .collect();
+    for (backend, threads) in keys {
+        let cap = points
+            .iter()
+            .filter(|p| p.backend == backend && p.threads == threads && p.policy == "none")
+            .map(|p| p.goodput_per_s)
+            .fold(0.0, f64::max);
+        for p in points
+            .iter_mut()
+            .filter(|p| p.backend == backend && p.threads == threads)
+        {
+            if cap > 0.0 {
+                p.offered_over_capacity = p.offered_per_s / cap;
+                p.goodput_over_capacity = p.goodput_per_s / cap;
+            }
+        }
+    }
+}
+
+fn run(
+    kind: BackendKind,
+    threads: usize,
+    policy: OverloadPolicy,
+    multiple: f64,
+    rate: f64,
+    plan: &Plan,
+    refusals: &mut Vec<String>,
+) -> io::Result<Point> {
+    let (server, refused) = start(&server_config(kind, threads, policy, plan.timeout_s))?;
+    let server_budget = refused.is_none();
+    refusals.extend(refused);
+    let conns = (rate * plan.window_s).round().max(1.0) as u64;
+    let mut load = LoadConfig::open("127.0.0.1", server.addr().port(), rate, conns);
+    load.num_calls = 1;
+    load.hog = true;
+    load.timeout = Some(Duration::from_secs_f64(plan.timeout_s));
+    load.fast_refusal = Duration::from_secs_f64(FAST_REFUSAL_MS / 1000.0);
+    let report = run_load(&load);
+    server.request_stop();
+    let stats = server.wait()?;
+    let r: LoadReport = report?;
+    let o = &r.outcomes;
+    Ok(Point {
+        policy: policy.name().into(),
+        backend: kind.name().into(),
+        threads,
+        multiple,
+        offered_per_s: rate,
+        offered_over_capacity: 0.0,
+        goodput_over_capacity: 0.0,
+        conns,
+        client_started_per_s: r.connections as f64 / (plan.window_s + r.start_lag_ms.max / 1000.0),
+        served: o.served,
+        served_in_time: o.served_in_time,
+        goodput_per_s: o.served_in_time as f64 / plan.window_s,
+        p50_ms: r.served_ms.p50,
+        p99_ms: r.served_ms.p99,
+        refused: o.refused,
+        refused_fast: o.refused_fast,
+        timed_out: o.timed_out,
+        timed_out_connecting: o.timed_out_connecting,
+        other_errors: r.errors.total().saturating_sub(o.refused + o.timed_out),
+        server_accepts: stats.accepts,
+        server_admitted: stats.admitted,
+        server_refused: stats.refused.total(),
+        server_flushed: stats.refused.flushed,
+        server_served_late: stats.served_late,
+        server_responses: stats.responses.values().sum(),
+        server_budget,
+    })
+}

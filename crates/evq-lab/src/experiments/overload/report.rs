@@ -1,0 +1,132 @@
+//! The overload figures, notes and commands: pure functions of the records.
+
+use super::judge::{keeps_up, JUDGED};
+use super::measure::{
+    Point, Records, BUDGET_PERIOD, BUDGET_RUNTIME, FAST_REFUSAL_MS, PROBE_CONNECTIONS, REPLY_SIZE,
+};
+use crate::plot::{Chart, Figure, Series};
+
+fn label(p: &Point) -> String {
+    format!("{} {}×{}", p.policy, p.backend, p.threads)
+}
+
+/// One series per (policy, backend, threads), x = offered over capacity.
+fn lines(points: &[Point], y: fn(&Point) -> f64) -> Vec<Series> {
+    let mut names: Vec<String> = Vec::new();
+    for p in points {
+        if !names.contains(&label(p)) {
+            names.push(label(p));
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let mut pts: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|p| label(p) == name)
+                .map(|p| (p.offered_over_capacity, y(p)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series {
+                evq: name.starts_with(JUDGED),
+                name,
+                points: pts,
+            }
+        })
+        .collect()
+}
+
+fn share(n: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        100.0 * n as f64 / of as f64
+    }
+}
+
+/// Goodput, p99 and how unserved clients learned of it, against offered load.
+pub fn figures(r: &Records) -> Vec<Figure> {
+    let t = r.plan.timeout_s;
+    let x = "offered load (× capacity)";
+    vec![
+        Figure::new(
+            "overload-goodput",
+            "Goodput (replies within the client timeout) as offered load passes capacity: a policy that holds stays near 1.0; no control falls.",
+            Chart::linear(format!("evq serve under overload: goodput (timeout {t} s)"), x, "goodput (× capacity)", lines(&r.points, |p| p.goodput_over_capacity)),
+        ),
+        Figure::new(
+            "overload-p99",
+            "p99 latency of the replies that were served: a policy that refuses early keeps it near the unloaded value.",
+            Chart::linear("evq serve under overload: p99 of served replies".into(), x, "p99 (ms)", lines(&r.points, |p| p.p99_ms)),
+        ),
+        Figure::new(
+            "overload-refused-fast",
+            "Share of all clients refused within 10 ms (reset or 503): they learn at once and can go elsewhere.",
+            Chart::linear("clients refused fast".into(), x, "refused < 10 ms (% of clients)", lines(&r.points, |p| share(p.refused_fast, p.conns))),
+        ),
+        Figure::new(
+            "overload-timed-out",
+            "Share of all clients that timed out: they waited the whole timeout for nothing.",
+            Chart::linear(format!("clients timed out ({t} s)"), x, "timed out (% of clients)", lines(&r.points, |p| share(p.timed_out, p.conns))),
+        ),
+    ]
+}
+
+/// Method notes.
+pub fn notes(r: &Records) -> Vec<String> {
+    let pl = &r.plan;
+    let mut notes = vec![format!(
+        "Overload: `evq serve` in this process, {REPLY_SIZE} B fixed reply, one listening socket per thread (`--accept reuseport`), each worker thread on a CPU budget of {} µs per {} µs (SCHED_DEADLINE) so that one `evq load` thread can offer it {:?} × its capacity. Capacity probe: {:.1} s closed loop of {PROBE_CONNECTIONS} connections per (backend, threads): {}. Each point: a fresh server, an open loop of one request per connection for {} s, client timeout {} s (also the servers' `--deadline` and `--late-after` for every policy but none), refusals within {FAST_REFUSAL_MS} ms count as fast. Capacity for the ratios = the peak goodput of the `none` sweep of the same (backend, threads) in this run. Policies are rotated from point to point. One run per point.",
+        BUDGET_RUNTIME.as_micros(),
+        BUDGET_PERIOD.as_micros(),
+        pl.multiples,
+        pl.probe_s,
+        r.probes.iter().map(|(b, t, c)| format!("{b}×{t} {c:.0}/s")).collect::<Vec<_>>().join(", "),
+        pl.window_s,
+        pl.timeout_s
+    )];
+    let behind: Vec<String> = r
+        .points
+        .iter()
+        .filter(|p| !keeps_up(p))
+        .map(|p| {
+            format!(
+                "{} at {}× (started {:.0} of {:.0}/s)",
+                label(p),
+                p.multiple,
+                p.client_started_per_s,
+                p.offered_per_s
+            )
+        })
+        .collect();
+    if !behind.is_empty() {
+        notes.push(format!("The client fell behind its schedule (< 90% started) at: {}; claims on those points are not measured.", behind.join("; ")));
+    }
+    let mut refusals = r.refusals.clone();
+    refusals.sort();
+    refusals.dedup();
+    if !refusals.is_empty() {
+        notes.push(format!(
+            "The CPU budget was not applied everywhere: {}.",
+            refusals.join("; ")
+        ));
+    }
+    notes.push(format!("Offered rates are capped at {:.0}/s by the descriptor limit (client and server share this process).", r.rate_cap));
+    notes.push("Where the capacity goes at high load, per point in the raw data: server accepts vs admitted (accept cost of refused connections), responses sent vs replies received in time (work for clients that gave up; `server_served_late`), timeouts while connecting (listen-queue drops and SYN retries).".into());
+    notes.push("The machine is shared with other work; compare the series with each other (they ran interleaved), not with other machines.".into());
+    notes
+}
+
+/// The commands that reproduce a point.
+pub fn commands(r: &Records) -> Vec<String> {
+    vec![
+        "evq serve --backend B --threads T --accept reuseport --reply-size 1024 --overload none|seed001|gate|codel --deadline D --late-after D --listen 127.0.0.1:P".into(),
+        format!(
+            "evq load --server 127.0.0.1 --port P --rate R --num-conns R×{} --num-calls 1 --timeout {} --fast-refusal {} --hog   (R = {:?} × the probed capacity)",
+            r.plan.window_s,
+            r.plan.timeout_s,
+            FAST_REFUSAL_MS / 1000.0,
+            r.plan.multiples
+        ),
+    ]
+}

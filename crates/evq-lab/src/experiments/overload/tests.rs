@@ -1,0 +1,203 @@
+//! Each overload rule on made-up points, moved to hold, to differ and to have
+//! nothing to judge.
+
+use super::judge::{self, JUDGED};
+use super::measure::{fill_ratios, plan, Point, Records};
+use super::Overload;
+use crate::experiment::testing::verdict;
+use crate::experiment::{Experiment, RunSize};
+use crate::verdict::Verdict::{Differs, Holds, NotMeasured};
+
+/// A point offered `multiple` × 1000/s with `goodput` in time, everyone else
+/// refused fast.
+fn point(policy: &str, threads: usize, multiple: f64, goodput: f64) -> Point {
+    let offered = 1000.0 * multiple;
+    let conns = offered as u64;
+    let served = goodput as u64;
+    Point {
+        policy: policy.into(),
+        backend: "epoll".into(),
+        threads,
+        multiple,
+        offered_per_s: offered,
+        offered_over_capacity: 0.0,
+        goodput_over_capacity: 0.0,
+        conns,
+        client_started_per_s: offered,
+        served,
+        served_in_time: served,
+        goodput_per_s: goodput,
+        p50_ms: 1.0,
+        p99_ms: 2.0,
+        refused: conns - served,
+        refused_fast: conns - served,
+        timed_out: 0,
+        timed_out_connecting: 0,
+        other_errors: 0,
+        server_accepts: conns,
+        server_admitted: served,
+        server_refused: conns - served,
+        server_flushed: 0,
+        server_served_late: 0,
+        server_responses: served,
+        server_budget: true,
+    }
+}
+
+/// none peaks at 1000/s and collapses; gate holds; seed001 in between.
+fn records() -> Records {
+    let mut points = Vec::new();
+    for threads in [1, 2] {
+        for (m, none, seed, gate) in [
+            (0.5, 500.0, 500.0, 500.0),
+            (0.9, 900.0, 900.0, 900.0),
+            (2.0, 600.0, 700.0, 980.0),
+            (3.0, 400.0, 600.0, 960.0),
+            (5.0, 300.0, 500.0, 920.0),
+        ] {
+            let low = |p: Point| {
+                let mut p = p;
+                if m < 1.0 {
+                    p.refused = 0;
+                    p.refused_fast = 0;
+                    p.server_refused = 0;
+                }
+                p
+            };
+            points.push(low(point("none", threads, m, none)));
+            points.push(low(point("seed001", threads, m, seed)));
+            points.push(low(point(JUDGED, threads, m, gate)));
+        }
+    }
+    fill_ratios(&mut points);
+    Records {
+        plan: plan(RunSize::Quick),
+        probes: vec![("epoll".into(), 1, 1000.0)],
+        rate_cap: 1e6,
+        refusals: vec![],
+        points,
+    }
+}
+
+fn edit(r: &mut Records, policy: &str, threads: usize, m: f64, f: impl Fn(&mut Point)) {
+    let p = r
+        .points
+        .iter_mut()
+        .find(|p| p.policy == policy && p.threads == threads && p.multiple == m)
+        .expect("point");
+    f(p);
+}
+
+fn v(r: &Records, claim: &str) -> crate::verdict::Verdict {
+    verdict(&Overload.judge(r), claim)
+}
+
+#[test]
+fn capacity_is_the_peak_of_no_control() {
+    let r = records();
+    let p = judge::at(&r.points, JUDGED, 1, 3.0).unwrap();
+    assert!((p.offered_over_capacity - 3.0 / 0.9).abs() < 1e-9);
+    assert!((p.goodput_over_capacity - 960.0 / 900.0).abs() < 1e-9);
+}
+
+#[test]
+fn goodput_rule() {
+    let mut r = records();
+    let claim = judge::goodput_claim(1);
+    assert_eq!(v(&r, &claim), Holds);
+    // 5× needs 90% of capacity (900/s here): 809 is short.
+    edit(&mut r, JUDGED, 1, 5.0, |p| p.goodput_per_s = 809.0);
+    fill_ratios(&mut r.points);
+    assert_eq!(v(&r, &claim), Differs);
+    assert_eq!(
+        v(&r, &judge::goodput_claim(2)),
+        Holds,
+        "threads judged apart"
+    );
+    // The client fell behind at 5×: no verdict.
+    edit(&mut r, JUDGED, 1, 5.0, |p| {
+        p.client_started_per_s = 0.5 * p.offered_per_s
+    });
+    assert_eq!(v(&r, &claim), NotMeasured);
+    r.points.retain(|p| !(p.threads == 2 && p.multiple == 2.0));
+    assert_eq!(v(&r, &judge::goodput_claim(2)), NotMeasured);
+}
+
+#[test]
+fn p99_rule() {
+    let mut r = records();
+    edit(&mut r, JUDGED, 1, 3.0, |p| p.p99_ms = 10.0);
+    assert_eq!(v(&r, judge::P99), Holds, "10 ms = 5 × 2 ms");
+    edit(&mut r, JUDGED, 1, 3.0, |p| p.p99_ms = 10.1);
+    assert_eq!(v(&r, judge::P99), Differs);
+    r.points.retain(|p| p.multiple != 0.5);
+    assert_eq!(v(&r, judge::P99), NotMeasured);
+}
+
+#[test]
+fn fast_refusal_rule() {
+    let mut r = records();
+    assert_eq!(v(&r, judge::FAST), Holds);
+    // 20 of 2000 refused slowly: 99% fast is the limit.
+    edit(&mut r, JUDGED, 1, 3.0, |p| {
+        p.refused = 2000;
+        p.refused_fast = 1980;
+        p.timed_out = 0;
+    });
+    assert_eq!(v(&r, judge::FAST), Holds, "99% exactly");
+    edit(&mut r, JUDGED, 1, 3.0, |p| p.timed_out = 1);
+    assert_eq!(v(&r, judge::FAST), Differs);
+    r.points.retain(|p| p.multiple != 3.0);
+    assert_eq!(v(&r, judge::FAST), NotMeasured);
+}
+
+#[test]
+fn below_capacity_rule() {
+    let mut r = records();
+    assert_eq!(v(&r, judge::BELOW), Holds);
+    edit(&mut r, JUDGED, 1, 0.9, |p| p.goodput_per_s = 881.0);
+    assert_eq!(v(&r, judge::BELOW), Differs, "881 < 98% of 900");
+    edit(&mut r, JUDGED, 1, 0.9, |p| {
+        p.goodput_per_s = 900.0;
+        p.server_refused = 1;
+    });
+    assert_eq!(v(&r, judge::BELOW), Differs, "a refusal below capacity");
+    r.points.retain(|p| p.multiple >= 1.0);
+    assert_eq!(v(&r, judge::BELOW), NotMeasured);
+}
+
+#[test]
+fn seed_comparison_rule() {
+    let mut r = records();
+    assert_eq!(v(&r, judge::BEATS_SEED), Holds);
+    edit(&mut r, "seed001", 1, 3.0, |p| p.goodput_per_s = 960.0);
+    assert_eq!(v(&r, judge::BEATS_SEED), Differs, "a tie is not better");
+    r.points.retain(|p| p.policy != "seed001");
+    assert_eq!(v(&r, judge::BEATS_SEED), NotMeasured);
+}
+
+#[test]
+fn every_claim_is_judged_and_figures_have_every_series() {
+    let r = records();
+    let j = Overload.judge(&r);
+    assert_eq!(j.checks.len(), Overload.claims().len());
+    assert_eq!(j.figures.len(), 4);
+    assert_eq!(
+        j.figures[0].chart.series.len(),
+        6,
+        "3 policies × 2 thread counts"
+    );
+}
+
+#[test]
+fn smoke_and_quick_stay_small() {
+    // Bounded runtime: points × (window + timeout) plus probes.
+    for size in [RunSize::Smoke, RunSize::Quick] {
+        let p = plan(size);
+        let shapes = p.threads.len() + p.backends.len() - 1;
+        let secs = shapes as f64
+            * (p.probe_s
+                + (p.policies.len() * p.multiples.len()) as f64 * (p.window_s + p.timeout_s + 0.2));
+        assert!(secs < 200.0, "{size:?}: {secs} s");
+    }
+}
