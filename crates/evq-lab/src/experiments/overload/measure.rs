@@ -19,6 +19,8 @@ pub const BUDGET_PERIOD: Duration = Duration::from_millis(1);
 pub const REPLY_SIZE: usize = 1024;
 /// Connections of the closed-loop capacity probe.
 pub const PROBE_CONNECTIONS: usize = 32;
+/// The backlog of the `backlog64` series.
+pub const SMALL_BACKLOG: i32 = 64;
 /// A refusal learned within this long counts as fast.
 pub const FAST_REFUSAL_MS: f64 = 10.0;
 
@@ -125,7 +127,7 @@ pub fn plan(size: RunSize) -> Plan {
         _,
         _,
     ) = size.pick(
-        (&["epoll"], &[1], &[0.5, 3.0], 0.3, 0.4, 0.5),
+        (&["epoll"], &[1], &[0.5, 3.0], 0.3, 0.8, 0.5),
         (
             &["epoll", "rtsig-bulk"],
             &[1, 2],
@@ -146,7 +148,7 @@ pub fn plan(size: RunSize) -> Plan {
     Plan {
         backends: backends.iter().map(|s| s.to_string()).collect(),
         threads: threads.to_vec(),
-        policies: ["none", "seed001", "gate", "codel"]
+        policies: ["none", "seed001", "gate", "codel", "backlog64"]
             .map(String::from)
             .to_vec(),
         multiples: multiples.to_vec(),
@@ -156,13 +158,16 @@ pub fn plan(size: RunSize) -> Plan {
     }
 }
 
-/// Parses a policy name.
+/// Parses a policy name: `--overload`'s, or `backlog64` (no control, a listen
+/// backlog of [`SMALL_BACKLOG`]: the kernel drops SYNs beyond it, at the
+/// client's cost, and those clients time out rather than learn fast).
 pub fn policy(name: &str) -> io::Result<OverloadPolicy> {
     Ok(match name {
         "none" => OverloadPolicy::None,
         "seed001" => OverloadPolicy::Seed001,
         "gate" => OverloadPolicy::Gate,
         "codel" => OverloadPolicy::Codel,
+        "backlog64" => OverloadPolicy::None,
         _ => return Err(io::Error::other(format!("unknown policy {name}"))),
     })
 }
@@ -172,11 +177,17 @@ pub fn policy(name: &str) -> io::Result<OverloadPolicy> {
 pub fn server_config(
     kind: BackendKind,
     threads: usize,
-    p: OverloadPolicy,
+    name: &str,
     timeout_s: f64,
-) -> ServeConfig {
+) -> io::Result<ServeConfig> {
     let timeout = Duration::from_secs_f64(timeout_s);
-    ServeConfig {
+    let p = policy(name)?;
+    Ok(ServeConfig {
+        backlog: if name == "backlog64" {
+            SMALL_BACKLOG
+        } else {
+            4096
+        },
         threads,
         accept: evq_http::AcceptMode::Reuseport,
         overload: OverloadConfig {
@@ -187,7 +198,7 @@ pub fn server_config(
         },
         grace: Duration::from_millis(100),
         ..crate::rig::in_process::one_thread(kind, REPLY_SIZE)
-    }
+    })
 }
 
 /// Starts a server and puts each of its threads on the CPU budget; the error
@@ -217,12 +228,7 @@ fn probe(
     plan: &Plan,
     refusals: &mut Vec<String>,
 ) -> io::Result<f64> {
-    let (server, refused) = start(&server_config(
-        kind,
-        threads,
-        OverloadPolicy::None,
-        plan.timeout_s,
-    ))?;
+    let (server, refused) = start(&server_config(kind, threads, "none", plan.timeout_s)?)?;
     refusals.extend(refused);
     let mut load = LoadConfig::closed(
         "127.0.0.1",
@@ -261,11 +267,10 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             "none of the backends is available here",
         ));
     }
-    let policies: Vec<OverloadPolicy> = plan
-        .policies
-        .iter()
-        .map(|p| policy(p))
-        .collect::<io::Result<_>>()?;
+    for p in &plan.policies {
+        policy(p)?;
+    }
+    let policies = plan.policies.clone();
     ctx.expect(shapes.len() * (1 + policies.len() * plan.multiples.len()));
     // Client and server share this process's descriptors: each connection in
     // flight may hold two for up to the timeout. Keep a quarter spare.
@@ -279,11 +284,10 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         probes.push((kind.name().to_string(), threads, capacity));
         for (step, &m) in plan.multiples.iter().enumerate() {
             for i in 0..policies.len() {
-                let p = policies[(i + step) % policies.len()];
+                let p = policies[(i + step) % policies.len()].as_str();
                 let rate = (m * capacity).round().clamp(1.0, rate_cap.floor());
                 ctx.step(&format!(
-                    "overload: {kind} × {threads}, {} at {rate:.0}/s ({m}×)",
-                    p.name()
+                    "overload: {kind} × {threads}, {p} at {rate:.0}/s ({m}×)"
                 ));
                 points.push(run(kind, threads, p, m, rate, &plan, &mut refusals)?);
             }
@@ -324,16 +328,40 @@ pub fn fill_ratios(points: &mut [Point]) {
     }
 }
 
+/// Replies in time per second in the steady part of the schedule: the reply
+/// rate over the samples wholly inside its last three quarters (the first is
+/// warm-up; after it, a server still works off its queue), times the share of
+/// replies that came within the timeout. Counting all in-time replies over the
+/// schedule's length instead would credit a server with the tail it serves
+/// after the load stops.
+pub fn goodput(r: &LoadReport, window_s: f64) -> f64 {
+    let in_time = if r.outcomes.served > 0 {
+        r.outcomes.served_in_time as f64 / r.outcomes.served as f64
+    } else {
+        return 0.0;
+    };
+    let iv = r.reply_rate.interval_s;
+    let first = (window_s / 4.0 / iv - 1e-9).ceil().max(0.0) as usize;
+    let end = (window_s / iv + 1e-9).floor() as usize;
+    if iv <= 0.0 || end <= first {
+        return r.outcomes.served_in_time as f64 / window_s;
+    }
+    let sum: f64 = (first..end)
+        .map(|i| r.reply_rate.samples.get(i).copied().unwrap_or(0.0))
+        .sum();
+    in_time * sum / (end - first) as f64
+}
+
 fn run(
     kind: BackendKind,
     threads: usize,
-    policy: OverloadPolicy,
+    policy: &str,
     multiple: f64,
     rate: f64,
     plan: &Plan,
     refusals: &mut Vec<String>,
 ) -> io::Result<Point> {
-    let (server, refused) = start(&server_config(kind, threads, policy, plan.timeout_s))?;
+    let (server, refused) = start(&server_config(kind, threads, policy, plan.timeout_s)?)?;
     let server_budget = refused.is_none();
     refusals.extend(refused);
     let conns = (rate * plan.window_s).round().max(1.0) as u64;
@@ -348,7 +376,7 @@ fn run(
     let r: LoadReport = report?;
     let o = &r.outcomes;
     Ok(Point {
-        policy: policy.name().into(),
+        policy: policy.into(),
         backend: kind.name().into(),
         threads,
         multiple,
@@ -359,7 +387,7 @@ fn run(
         client_started_per_s: r.connections as f64 / (plan.window_s + r.start_lag_ms.max / 1000.0),
         served: o.served,
         served_in_time: o.served_in_time,
-        goodput_per_s: o.served_in_time as f64 / plan.window_s,
+        goodput_per_s: goodput(&r, plan.window_s),
         p50_ms: r.served_ms.p50,
         p99_ms: r.served_ms.p99,
         refused: o.refused,
