@@ -201,3 +201,21 @@ fn smoke_and_quick_stay_small() {
         assert!(secs < 200.0, "{size:?}: {secs} s");
     }
 }
+
+#[test]
+fn the_recorded_quick_run_is_judged_claim_by_claim() {
+    let r: Records = crate::experiment::testing::recorded("overload");
+    let j = Overload.judge(&r);
+    assert_eq!(j.checks.len(), Overload.claims().len());
+    assert!(j.figures.iter().all(|f| !f.chart.series.is_empty()));
+    // Every point's ratios are against the none sweep's peak of its shape.
+    for p in &r.points {
+        let peak = r
+            .points
+            .iter()
+            .filter(|n| n.policy == "none" && n.backend == p.backend && n.threads == p.threads)
+            .map(|n| n.goodput_per_s)
+            .fold(0.0, f64::max);
+        assert!((p.goodput_over_capacity * peak - p.goodput_per_s).abs() < 1e-6);
+    }
+}
