@@ -50,18 +50,18 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = OverloadPolicy::None)]
     pub overload: OverloadPolicy,
     /// Queueing delay gate and codel aim for, milliseconds.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub queue_target: f64,
     /// CoDel's interval, milliseconds.
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, allow_negative_numbers = true)]
     pub codel_interval: f64,
     /// Reset connections that waited longer than this in the listen queue,
     /// seconds (their clients have given up); with any policy but none.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub deadline: Option<f64>,
     /// Connections admitted after waiting longer than this count as served
     /// late, seconds.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub late_after: f64,
     /// Same as --overload seed001 (seed 001's load limiting).
     #[arg(long)]

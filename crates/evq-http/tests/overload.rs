@@ -173,3 +173,26 @@ fn bad_numbers_are_refused_at_start() {
     let e = evq_http::ServerHandle::start(&cfg).err().expect("refused");
     assert!(e.to_string().contains("reuseport"), "{e}");
 }
+
+#[test]
+fn out_of_range_flags_get_a_clear_error_at_start() {
+    for (flags, says) in [
+        (&["--queue-target", "-1"][..], "--queue-target must be"),
+        (
+            &["--queue-target", "0"][..],
+            "--queue-target must be more than 0",
+        ),
+        (&["--codel-interval", "-5"][..], "--codel-interval must be"),
+        (&["--deadline", "0"][..], "--deadline must be more than 0"),
+        (&["--late-after", "-1"][..], "--late-after must be"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_evq-http"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--overload", "codel"])
+            .args(flags)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?} accepted");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+}
