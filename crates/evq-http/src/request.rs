@@ -12,7 +12,7 @@ use crate::date::{format_http_date, parse_http_date, HTTP_DATE_LEN};
 use crate::files::FileCache;
 pub use crate::files::{content_type, resolve_path, FileRoot};
 use crate::sys;
-use evq_wire::{has_token, parse_content_length};
+use evq_wire::BodyHeaders;
 use std::io::Write;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -285,35 +285,37 @@ pub fn handle_request(
         return error(input.len(), if known { 405 } else { 501 }, out, date);
     }
     let http10 = version == 0;
-    let mut keep_alive = !http10;
     let mut has_host = false;
-    let mut body_len = 0u64;
+    let mut framing = BodyHeaders::default();
     let mut ims = None;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"connection") {
-            if has_token(h.value, "close") {
-                keep_alive = false;
-            } else if has_token(h.value, "keep-alive") {
-                keep_alive = true;
+        // Content-Length (conflicting values in any order are a 400), Transfer-
+        // Encoding and Connection (every line's options combined) are read as
+        // the proxy and `evq load` read them.
+        match framing.field(name, h.value) {
+            Ok(true) => {}
+            Ok(false) if name.eq_ignore_ascii_case(b"host") => {
+                if has_host {
+                    return error(input.len(), 400, out, date);
+                }
+                has_host = true;
             }
-        } else if name.eq_ignore_ascii_case(b"host") {
-            if has_host {
-                return error(input.len(), 400, out, date);
+            Ok(false) if name.eq_ignore_ascii_case(b"if-modified-since") => {
+                ims = parse_http_date(h.value);
             }
-            has_host = true;
-        } else if name.eq_ignore_ascii_case(b"content-length") {
-            match parse_content_length(h.value) {
-                Some(n) if body_len == 0 || body_len == n => body_len = n,
-                _ => return error(input.len(), 400, out, date),
-            }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            // A GET with a chunked body: not worth decoding; refuse and close.
-            return error(input.len(), 400, out, date);
-        } else if name.eq_ignore_ascii_case(b"if-modified-since") {
-            ims = parse_http_date(h.value);
+            Ok(false) => {}
+            Err(_) => return error(input.len(), 400, out, date),
         }
     }
+    // A GET with a coded body: not worth decoding; refuse and close (RFC 9112
+    // §6.3 allows a server to refuse Transfer-Encoding with Content-Length, and
+    // §6.1 says a 1.0 message with it is faulty).
+    if framing.has_transfer_encoding {
+        return error(input.len(), 400, out, date);
+    }
+    let mut keep_alive = framing.persistent(!http10);
+    let body_len = framing.length.unwrap_or(0);
     if !http10 && !has_host {
         return error(input.len(), 400, out, date);
     }

@@ -592,3 +592,23 @@ fn servers_side_by_side_close_every_connection() {
         assert_eq!(open, 0, "{kind} {accept:?}: connections left open");
     }
 }
+
+/// `Connection` given twice: the lines' options combine (RFC 9110 §5.3), so a
+/// `close` in either line closes the connection after the reply, whichever
+/// comes last (the later line once won, and the connection stayed open).
+#[test]
+fn close_in_any_connection_line_closes_the_connection() {
+    let server = start(&config(None));
+    for lines in [
+        "Connection: close\r\nConnection: keep-alive\r\n",
+        "Connection: keep-alive\r\nConnection: close\r\n",
+    ] {
+        let mut c = Client::connect(server.addr());
+        c.send(format!("GET / HTTP/1.1\r\nHost: t\r\n{lines}\r\n").as_bytes());
+        let r = c.response(false).unwrap();
+        assert_eq!(r.status, 200, "{lines:?}");
+        assert_eq!(r.header("connection"), Some("close"), "{lines:?}");
+        assert!(c.closed(), "{lines:?}: the connection stayed open");
+    }
+    server.stop();
+}
