@@ -378,55 +378,64 @@ pub fn handle_request(
             if let Err(status) = resolve_path(target.as_bytes(), &mut scratch.path) {
                 return error(input.len(), status, out, date);
             }
-            let file = match scratch
-                .files
-                .open(root, &mut scratch.path, COPY_LIMIT as u64)
-            {
-                Ok(f) => f,
-                Err(status) => return error(input.len(), status, out, date),
-            };
-            let (fd, info, ctype) = (file.fd, file.info, file.content_type);
-            let not_modified = ims.is_some_and(|t| info.mtime <= t);
-            let status = if not_modified { 304 } else { 200 };
-            let head_start = out.len();
-            write_head(
-                out,
-                &Head {
+            // A small file found shorter than its cache entry says (truncated
+            // under it) is forgotten and opened again, once: the head always
+            // says what the file holds when it is written.
+            for fresh in [false, true] {
+                let file = match scratch
+                    .files
+                    .open(root, &mut scratch.path, COPY_LIMIT as u64)
+                {
+                    Ok(f) => f,
+                    Err(status) => return error(input.len(), status, out, date),
+                };
+                let (fd, info, ctype) = (file.fd, file.info, file.content_type);
+                let not_modified = ims.is_some_and(|t| info.mtime <= t);
+                let status = if not_modified { 304 } else { 200 };
+                let head_start = out.len();
+                write_head(
+                    out,
+                    &Head {
+                        status,
+                        date,
+                        content_type: ctype,
+                        length: info.size,
+                        last_modified: Some(info.mtime),
+                        keep_alive,
+                        http10,
+                    },
+                );
+                let body = if is_head || not_modified || info.size == 0 {
+                    if file.owned {
+                        evq_os::io::close(fd);
+                    }
+                    Body::None
+                } else if !file.owned {
+                    // A small file, borrowed from the cache: its bytes follow the
+                    // head in the same buffer, so head and body leave in one send.
+                    let start = out.len();
+                    out.resize(start + info.size as usize, 0);
+                    if sys::pread_all(fd, &mut out[start..]).is_err() {
+                        out.truncate(head_start);
+                        scratch.files.forget(&file);
+                        if fresh {
+                            // Shrank again between opening and reading, or unreadable.
+                            return error(input.len(), 500, out, date);
+                        }
+                        continue;
+                    }
+                    Body::None
+                } else {
+                    Body::File { fd, len: info.size }
+                };
+                return Outcome::Done(Reply {
+                    consumed,
                     status,
-                    date,
-                    content_type: ctype,
-                    length: info.size,
-                    last_modified: Some(info.mtime),
                     keep_alive,
-                    http10,
-                },
-            );
-            let body = if is_head || not_modified || info.size == 0 {
-                if file.owned {
-                    evq_os::io::close(fd);
-                }
-                Body::None
-            } else if !file.owned {
-                // A small file, borrowed from the cache: its bytes follow the head
-                // in the same buffer, so head and body leave in one send.
-                let start = out.len();
-                out.resize(start + info.size as usize, 0);
-                if sys::pread_all(fd, &mut out[start..]).is_err() {
-                    // Shorter than the length just promised (truncated under us)
-                    // or unreadable: this response cannot be kept.
-                    out.truncate(head_start);
-                    return error(input.len(), 500, out, date);
-                }
-                Body::None
-            } else {
-                Body::File { fd, len: info.size }
-            };
-            Outcome::Done(Reply {
-                consumed,
-                status,
-                keep_alive,
-                body,
-            })
+                    body,
+                });
+            }
+            error(input.len(), 500, out, date)
         }
     }
 }

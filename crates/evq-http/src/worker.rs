@@ -631,9 +631,14 @@ impl Worker {
                     }
                     let chunk = (*left).min(1 << 30) as usize;
                     match sys::sendfile(c.fd, *fd, offset, chunk) {
-                        // The file shrank under us: the promised length cannot be
-                        // kept, so the connection must close.
-                        Ok(0) => return Flush::Failed,
+                        // The file shrank while it was being sent: the length in
+                        // the head, already gone, cannot be kept. A reset, not a
+                        // FIN, so that no client takes the short body for the
+                        // whole (an HTTP/1.0 client reading until close would).
+                        Ok(0) => {
+                            let _ = evq_os::socket::set_reset_on_close(c.fd);
+                            return Flush::Failed;
+                        }
                         Ok(n) => {
                             *left -= n as u64;
                             counters.sent(n);

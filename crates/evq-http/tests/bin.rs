@@ -155,3 +155,92 @@ fn every_backend_starts_serves_and_stops_on_sigterm() {
         }
     }
 }
+
+/// Runs the binary with `args` and returns how it ended and its stderr; the
+/// command must end by itself within 10 s.
+fn run_to_end(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_evq-http"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: still running after 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, err)
+}
+
+/// Every number flag of `evq serve` and `evq proxy` has a range: a value
+/// outside it (zero where zero meant "silently ignored", sizes that panicked,
+/// aborted or took gigabytes) stops the command at once with a message that
+/// names the flag and its range.
+#[test]
+fn every_bad_flag_fails_fast_naming_the_flag_and_its_range() {
+    let serve = ["serve", "--listen", "127.0.0.1:0"];
+    let proxy = [
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--origin",
+        "127.0.0.1:9",
+    ];
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&serve, "--threads=0", "1..=1024"),
+        (&serve, "--threads=2000", "1..=1024"),
+        (&serve, "--reply-size=18446744073709551615", "0..=268435456"),
+        (&serve, "--reply-size=10000000000", "0..=268435456"),
+        (&serve, "--reply-size=2000000000", "0..=268435456"),
+        (&serve, "--max-conns=0", "1..=1073741824"),
+        (&serve, "--max-head=0", "64..=1048576"),
+        (&serve, "--max-uri=0", "1..=1048576"),
+        (&serve, "--max-events=0", "1..=65536"),
+        (&serve, "--shed-max-events=0", "1..=65536"),
+        (&serve, "--header-timeout=0", "0.001..=86400"),
+        (&serve, "--idle-timeout=-1", "0.001..=86400"),
+        (&serve, "--idle-timeout=1e9", "0.001..=86400"),
+        (&serve, "--grace=nan", "0..=3600"),
+        (&serve, "--file-cache-valid=inf", "0..=3600"),
+        (&serve, "--shed-gain=0", "0.001..=1"),
+        (&serve, "--shed-threshold=-2", "0..=65536"),
+        (&serve, "--stats-path=stats", "start with /"),
+        (&proxy, "--origin-timeout=0", "0.001..=86400"),
+        (&proxy, "--idle-timeout=0", "0.001..=86400"),
+        (&proxy, "--pool-size=70000", "0..=65536"),
+        (&proxy, "--max-head=10", "64..=1048576"),
+        (&proxy, "--grace=-1", "0..=3600"),
+    ];
+    for (base, bad, range) in cases {
+        let args: Vec<&str> = base.iter().copied().chain([*bad]).collect();
+        let t0 = Instant::now();
+        let (status, err) = run_to_end(&args);
+        let flag = bad.split('=').next().unwrap();
+        assert!(!status.success(), "{args:?} started: {err}");
+        assert_eq!(status.code(), Some(2), "{args:?}: {status:?} {err}");
+        assert!(err.contains(flag), "{args:?}: {err:?} does not name {flag}");
+        assert!(
+            err.contains(range),
+            "{args:?}: {err:?} does not say {range}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{args:?}: slow to fail"
+        );
+    }
+}

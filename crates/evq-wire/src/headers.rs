@@ -76,8 +76,7 @@ impl BodyHeaders {
     /// together with `Content-Length` (RFC 9112 §6.3 item 3: a smuggling shape,
     /// refused rather than framed one way while a peer frames it the other).
     pub fn finish(&self, strictness: Strictness) -> Result<(), FramingError> {
-        if strictness == Strictness::Strict && self.has_transfer_encoding && self.length.is_some()
-        {
+        if strictness == Strictness::Strict && self.has_transfer_encoding && self.length.is_some() {
             return Err(FramingError::LengthWithTransferEncoding);
         }
         Ok(())
