@@ -6,8 +6,11 @@
 //! response byte-for-byte while [`evq_wire::Framing`] tracks where it ends, so the origin
 //! connection can go back to the pool. Failures become status codes: origin
 //! refused, reset or garbage before any response byte → 502; no answer within the
-//! origin timeout → 504. A pooled connection that the origin closed while idle is
-//! retried once on a fresh connection when the request had no body.
+//! origin timeout → 504. A pooled connection found closed before a request goes
+//! out on it is dropped; when it closes unanswered after the request went out,
+//! the origin may have performed it, so only an idempotent request without a
+//! body (RFC 9110 §9.2.2) is resent, once, on a fresh connection — any other
+//! gets a 502.
 
 use crate::config::ProxyConfig;
 use crate::relay::Relay;

@@ -42,6 +42,10 @@ struct Client {
     /// The client half-closed (EOF) during an exchange: answer, then close.
     eof: bool,
     sent_head: Vec<u8>,
+    /// The request may be sent again if the origin drops it unanswered: its
+    /// method is idempotent (RFC 9110 §9.2.2) and it has no body (a body goes
+    /// to the origin as it arrives and is not kept).
+    retryable: bool,
     retried: bool,
     deadline: Instant,
     timer: Option<(TimerId, Instant)>,
@@ -214,7 +218,7 @@ impl Relay {
         loop {
             match self.listener.next(&mut self.queue) {
                 Next::Conn(fd) => self.admit(fd),
-                Next::Refused => {}
+                Next::Refused => self.report.refused += 1,
                 Next::End => return,
             }
         }
@@ -247,6 +251,7 @@ impl Relay {
                     close_after: false,
                     eof: false,
                     sent_head: Vec::new(),
+                    retryable: false,
                     retried: false,
                     deadline: self.now,
                     timer: None,
@@ -435,6 +440,7 @@ impl Relay {
         };
         c.keep_alive = bh.persistent(req.version == Some(1));
         c.head_only = req.method == Some("HEAD");
+        c.retryable = req.method.is_some_and(idempotent) && req_body.is_done();
         c.req_body = req_body;
         c.sent_head.clear();
         c.sent_head.extend_from_slice(&c.inbuf[..head_len]);
@@ -446,7 +452,7 @@ impl Relay {
         c.origin_reusable = false;
         c.retried = false;
         c.exchange = true;
-        let o = match self.pool.pop() {
+        let o = match self.pooled_origin() {
             Some(o) => {
                 self.report.origin_reuses += 1;
                 self.origins[o].reused = true;
@@ -470,6 +476,21 @@ impl Relay {
         self.set_deadline(i, d);
         self.pump_request_body(i);
         true
+    }
+
+    /// An idle pooled origin connection that still looks open. One the origin
+    /// closed (or wrote to) while idle is dropped here, before a request is
+    /// sent on it: a request that cannot have been received needs no retry,
+    /// whatever its method.
+    fn pooled_origin(&mut self) -> Option<usize> {
+        while let Some(o) = self.pool.pop() {
+            if still_open(self.origins[o].fd) {
+                return Some(o);
+            }
+            self.report.stale_pooled += 1;
+            self.close_origin(o);
+        }
+        None
     }
 
     /// Moves buffered request-body bytes to the origin's output.
@@ -714,8 +735,12 @@ impl Relay {
             c.exchange = false;
             c.close_after = true;
             self.report.relayed += 1;
-        } else if reused && nothing_back && !c.retried && c.req_body.is_done() {
-            // A pooled connection the origin had closed while idle: resend once.
+        } else if reused && nothing_back && !c.retried && c.retryable {
+            // A pooled connection the origin closed as the request went out
+            // (its idle timeout, say): it may or may not have received it, so
+            // only an idempotent request without a body is sent again, once.
+            // Anything else gets a 502 (RFC 9110 §9.2.2: a proxy must not
+            // retry a non-idempotent request automatically).
             self.report.retries += 1;
             match self.connect_origin() {
                 Ok(n) => {
@@ -828,6 +853,33 @@ impl Relay {
         }
         self.drive_client(i);
     }
+}
+
+/// Methods whose effect is the same however often they are performed (RFC
+/// 9110 §9.2.2).
+fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
+}
+
+/// Whether an idle connection is still open with nothing to read: a peek that
+/// would block. End of file, bytes the origin sent unasked, or an error all
+/// mean it cannot carry a request.
+fn still_open(fd: RawFd) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: recv(2) writes at most 1 byte into `b`, which lives across the
+    // call; MSG_PEEK leaves the socket's data in place, MSG_DONTWAIT never blocks.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
 }
 
 /// Sends `out[*pos..]`; clears the buffer when all is sent.

@@ -251,15 +251,22 @@ pub struct ProxyReport {
     pub origin_connects: u64,
     /// Exchanges that reused a pooled origin connection.
     pub origin_reuses: u64,
-    /// Requests resent on a fresh connection after a pooled one turned out closed.
+    /// Idempotent requests without a body resent on a fresh connection after
+    /// the pooled one they went out on closed without an answer.
     pub retries: u64,
+    /// Pooled origin connections found closed (or written to) when about to be
+    /// reused, and dropped before a request was sent on them.
+    pub stale_pooled: u64,
+    /// Client connections refused for want of descriptors or memory (shed
+    /// with the spare descriptor, or accepting paused).
+    pub refused: u64,
 }
 
 impl std::fmt::Display for ProxyReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries",
+            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused",
             self.accepts,
             self.requests,
             self.relayed,
@@ -268,7 +275,9 @@ impl std::fmt::Display for ProxyReport {
             self.gateway_timeout,
             self.origin_connects,
             self.origin_reuses,
-            self.retries
+            self.retries,
+            self.stale_pooled,
+            self.refused
         )
     }
 }

@@ -8,6 +8,7 @@ use evq_http::{ProxyConfig, ProxyHandle};
 use evq_wire::{BodyHeaders, Strictness};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// An origin that answers by path: /cl, /chunked, /close, /garbage, /hang,
@@ -228,8 +229,84 @@ fn every_backend_proxies_to_the_evq_server() {
     }
 }
 
+/// An origin whose first connection answers one request, then reads the next
+/// and closes without answering (as an origin whose idle timeout strikes while
+/// a request is on its way); later connections answer every request. Returns
+/// its address and the request lines it read, in order.
+fn drop_second_origin() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for (n, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { return };
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                for answered in 0.. {
+                    let line = loop {
+                        let mut headers = [httparse::EMPTY_HEADER; 32];
+                        let mut req = httparse::Request::new(&mut headers);
+                        if let Ok(httparse::Status::Complete(len)) = req.parse(&buf) {
+                            let line = format!("{} {}", req.method.unwrap(), req.path.unwrap());
+                            buf.drain(..len);
+                            break line;
+                        }
+                        match s.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+                        }
+                    };
+                    log.lock().unwrap().push(line);
+                    if n == 0 && answered == 1 {
+                        return; // read, then closed unanswered
+                    }
+                    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                    if s.write_all(ok).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// The origin reads a request on a pooled connection and closes without an
+/// answer, so it may have performed it: an idempotent request without a body
+/// is sent again once (the client never knows), a POST is not (RFC 9110
+/// §9.2.2) — it was once resent, and the origin performed it twice.
 #[test]
-fn stale_pooled_connection_is_retried() {
+fn a_request_dropped_unanswered_is_retried_only_if_idempotent() {
+    for (method, status, retries, performed) in [("GET", 200, 1, 2), ("POST", 502, 0, 1)] {
+        let (origin, seen) = drop_second_origin();
+        let proxy = proxy_to(origin, None);
+        let first = get(proxy.addr(), "GET /first HTTP/1.1\r\nHost: o\r\n\r\n").unwrap();
+        assert_eq!(first.status, 200, "{method}");
+        let req = format!("{method} /second HTTP/1.1\r\nHost: o\r\nContent-Length: 0\r\n\r\n");
+        let r = get(proxy.addr(), &req).unwrap();
+        assert_eq!(r.status, status, "{method}");
+        let report = proxy.stop();
+        assert_eq!(report.retries, retries, "{method}: {report}");
+        assert_eq!(report.origin_reuses, 1, "{method}: {report}");
+        let second = format!("{method} /second");
+        let times = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| **l == second)
+            .count();
+        assert_eq!(times, performed, "{method}: {:?}", seen.lock().unwrap());
+    }
+}
+
+/// A pooled connection that the origin closes while idle (its idle timeout)
+/// is dropped before reuse: the next request goes out on a fresh connection,
+/// no retry and no 502.
+#[test]
+fn a_pooled_connection_closed_while_idle_is_not_reused() {
     let mut cfg = config(None);
     cfg.idle_timeout = Duration::from_millis(200);
     let server = start(&cfg);
@@ -241,7 +318,7 @@ fn stale_pooled_connection_is_retried() {
         200
     );
     // The origin closes the pooled connection after its idle timeout.
-    std::thread::sleep(Duration::from_millis(600));
+    assert!(eventually(|| server.report().open_conns == 0));
     assert_eq!(
         get(proxy.addr(), "GET / HTTP/1.1\r\nHost: o\r\n\r\n")
             .unwrap()
@@ -250,6 +327,9 @@ fn stale_pooled_connection_is_retried() {
     );
     let report = proxy.stop();
     assert_eq!(report.bad_gateway, 0, "{report}");
+    assert_eq!(report.retries, 0, "{report}");
+    assert_eq!(report.origin_reuses, 0, "{report}");
+    assert_eq!(report.origin_connects, 2, "{report}");
     server.stop();
 }
 
