@@ -186,8 +186,26 @@ impl Listener {
         self.freed && self.resume(queue)
     }
 
+    /// For a graceful stop: no new clients from now on. Closes the socket if
+    /// this loop owns it ([`Listener::close`]); a socket shared with other
+    /// threads (owned by the server's handle) is shut down instead: on Linux
+    /// `shutdown(SHUT_RD)` takes a listening socket out of the listening state,
+    /// so new clients are refused at once rather than completing a handshake no
+    /// one will answer. Its number stays held by the owner, so no thread's
+    /// `accept` or `close` can meet a reused number. (Every thread stops on the
+    /// same flag, so shutting it for all is what each of them wants.)
+    pub(crate) fn stop_listening(&mut self, queue: &mut EventQueue) {
+        if self.owned.is_none() && self.state != State::Closed {
+            evq_os::io::shutdown(self.fd, std::net::Shutdown::Read);
+        }
+        self.close(queue);
+    }
+
     /// Stops watching for good, and closes the socket if this loop owns it.
     pub(crate) fn close(&mut self, queue: &mut EventQueue) {
+        if self.state == State::Closed {
+            return;
+        }
         if let State::Paused { timer, .. } = self.state {
             queue.cancel_timer(timer);
         }

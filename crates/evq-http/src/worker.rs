@@ -189,7 +189,7 @@ impl Worker {
     fn begin_shutdown(&mut self) {
         self.shutdown_deadline = Some(later(Instant::now(), self.grace));
         self.site.closing = true;
-        self.listener.close(&mut self.queue);
+        self.listener.stop_listening(&mut self.queue);
         if let Some(pipe) = self.signal.take() {
             let _ = self
                 .queue

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -243,4 +243,96 @@ fn every_bad_flag_fails_fast_naming_the_flag_and_its_range() {
             "{args:?}: slow to fail"
         );
     }
+}
+
+/// Waits up to `secs` for `child` to exit by itself; its status.
+fn exits_within(child: &mut Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running {secs} s later");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A client whose receive buffer is small, so a large response stays in flight
+/// while the test looks at it.
+fn slow_reader(addr: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(64 << 10).unwrap();
+    s.connect(&addr.into()).unwrap();
+    let s: TcpStream = s.into();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// SIGTERM with a response in flight and a request queued behind it on the
+/// same keep-alive connection, and a grace period of a minute: the listener
+/// closes at once (new clients are refused, where they once completed the
+/// handshake and hung until the grace period ended), the response in flight
+/// is finished, the queued request is answered with `Connection: close` and
+/// the connection closed, and the process exits 0 as soon as nothing is in
+/// flight — not when the grace period ends.
+#[test]
+fn sigterm_refuses_new_clients_and_closes_busy_ones_after_their_reply() {
+    let root = docroot("sigterm");
+    let size = 32usize << 20;
+    std::fs::write(root.join("big32.bin"), vec![5u8; size]).unwrap();
+    for threads in ["1", "2"] {
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_evq-http"))
+            .args(["serve", "--listen", &addr.to_string(), "--json"])
+            .args(["--threads", threads, "--grace", "60"])
+            .arg("--root")
+            .arg(&root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(eventually(|| TcpStream::connect(addr).is_ok()));
+        let mut s = slow_reader(addr);
+        // Both requests in one write: the server reads them together, answers
+        // the first, and keeps the second while the first is in flight.
+        s.write_all(
+            b"GET /big32.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n",
+        )
+        .unwrap();
+        let mut first = vec![0u8; 64 << 10];
+        s.read_exact(&mut first).unwrap();
+        assert!(first.starts_with(b"HTTP/1.1 200 OK"), "x{threads}");
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert!(
+            eventually(|| TcpStream::connect(addr)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)),
+            "x{threads}: new clients still connect after SIGTERM"
+        );
+        // The rest of the response in flight, then the queued one, told to close.
+        let head_end = first.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let mut left = size - (first.len() - head_end);
+        let mut buf = vec![0u8; 1 << 16];
+        while left > 0 {
+            let n = s.read(&mut buf[..left.min(1 << 16)]).unwrap();
+            assert!(n > 0, "x{threads}: cut short with {left} bytes to go");
+            left -= n;
+        }
+        let mut c = Client::from_stream(s);
+        let r = c.response(false).expect("the queued request is answered");
+        assert_eq!(
+            (r.status, &r.body[..]),
+            (200, &b"hello\n"[..]),
+            "x{threads}"
+        );
+        assert_eq!(r.header("connection"), Some("close"), "x{threads}");
+        assert!(c.closed(), "x{threads}: left open after Connection: close");
+        let status = exits_within(&mut child, 20, &format!("x{threads}"));
+        assert!(status.success(), "x{threads}: {status:?}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
 }

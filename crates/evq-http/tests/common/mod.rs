@@ -60,6 +60,14 @@ impl Client {
         }
     }
 
+    /// A client on a stream connected already (its read timeout set).
+    pub fn from_stream(stream: TcpStream) -> Client {
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("send");
     }
