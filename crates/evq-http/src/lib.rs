@@ -33,6 +33,7 @@ mod cli;
 mod config;
 pub mod date;
 mod files;
+mod intermediary;
 mod listener;
 mod proxy;
 mod relay;

@@ -4,6 +4,7 @@
 
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
+use crate::intermediary::{forward_request, forward_response, Persistence};
 use crate::listener::{Listener, Next};
 use crate::request::write_error;
 use crate::stats::ProxyReport;
@@ -11,7 +12,9 @@ use crate::sys::later;
 use crate::token::{decode, next_generation, token, Kind};
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
 use evq_os::StopPipe;
-use evq_wire::{parse_response_head, BodyHeaders, Framing, Strictness};
+use evq_wire::{
+    has_token, parse_response_head, BodyHeaders, Framing, Strictness, MAX_RESPONSE_HEADERS,
+};
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,6 +50,10 @@ struct Client {
     /// to the origin as it arrives and is not kept).
     retryable: bool,
     retried: bool,
+    /// The request came as HTTP/1.0: no interim response may reach it.
+    http10: bool,
+    /// The request said `Expect: 100-continue`: a `100 Continue` may reach it.
+    expects_continue: bool,
     deadline: Instant,
     timer: Option<(TimerId, Instant)>,
 }
@@ -80,6 +87,9 @@ pub(crate) struct Relay {
     date: DateCache,
     now: Instant,
     report: ProxyReport,
+    /// A graceful stop began: no new clients, every response says close, and
+    /// the loop ends when no client is left or at this deadline.
+    stopping: Option<Instant>,
 }
 
 enum Io {
@@ -141,6 +151,7 @@ impl Relay {
             date: DateCache::new(),
             now: Instant::now(),
             report: ProxyReport::default(),
+            stopping: None,
             mode,
         })
     }
@@ -150,10 +161,31 @@ impl Relay {
         self.queue.notifier()
     }
 
-    pub(crate) fn run(mut self) -> io::Result<ProxyReport> {
+    /// Relays until stopped; the counters, and the error that ended the loop
+    /// if one did (the counters are true either way).
+    pub(crate) fn run(mut self) -> (ProxyReport, io::Result<()>) {
+        let result = self.relay();
+        self.listener.close(&mut self.queue);
+        for i in 0..self.clients.len() {
+            if self.clients[i].fd >= 0 {
+                self.close_client(i);
+            }
+        }
+        for i in 0..self.origins.len() {
+            if self.origins[i].fd >= 0 {
+                self.close_origin(i);
+            }
+        }
+        (std::mem::take(&mut self.report), result)
+    }
+
+    fn relay(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(256);
         loop {
-            self.queue.get_next_event(&mut events, None)?;
+            let timeout = self
+                .stopping
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            self.queue.get_next_event(&mut events, timeout)?;
             self.now = Instant::now();
             self.date.refresh();
             for ev in events.iter() {
@@ -181,24 +213,47 @@ impl Relay {
             if self.listener.end_round(&mut self.queue) {
                 self.on_accept();
             }
-            if self.stop.load(Ordering::Relaxed)
-                || (self.signal.is_some() && evq_os::stop_requested())
-            {
-                break;
+            let stop = self.stop.load(Ordering::Relaxed)
+                || (self.signal.is_some() && evq_os::stop_requested());
+            if stop && self.stopping.is_none() {
+                self.begin_stop();
+            }
+            if let Some(deadline) = self.stopping {
+                let open = self.clients.len() - self.free_clients.len();
+                if open == 0 || Instant::now() >= deadline {
+                    return Ok(());
+                }
             }
         }
-        self.listener.close(&mut self.queue);
+    }
+
+    /// A graceful stop: the listener closes (new clients are refused), idle
+    /// clients and pooled origin connections close, and exchanges in flight
+    /// (a request head begun included) go on for up to the grace period, their
+    /// responses saying `Connection: close`.
+    fn begin_stop(&mut self) {
+        self.stopping = Some(later(Instant::now(), self.cfg.grace));
+        self.listener.stop_listening(&mut self.queue);
+        if let Some(pipe) = self.signal.take() {
+            // Level-triggered and readable from now on: it would spin the loop.
+            let _ = self
+                .queue
+                .declare_interest(pipe.fd(), Interest::empty(), Options::new(0));
+        }
         for i in 0..self.clients.len() {
-            if self.clients[i].fd >= 0 {
+            let c = &mut self.clients[i];
+            if c.fd < 0 {
+                continue;
+            }
+            if !c.exchange && c.in_len == 0 && c.out_pos >= c.out.len() {
                 self.close_client(i);
+            } else {
+                c.keep_alive = false;
             }
         }
-        for i in 0..self.origins.len() {
-            if self.origins[i].fd >= 0 {
-                self.close_origin(i);
-            }
+        for o in std::mem::take(&mut self.pool) {
+            self.close_origin(o);
         }
-        Ok(std::mem::take(&mut self.report))
     }
 
     fn origin_live(&self, o: usize, generation: u32) -> bool {
@@ -253,6 +308,8 @@ impl Relay {
                     sent_head: Vec::new(),
                     retryable: false,
                     retried: false,
+                    http10: false,
+                    expects_continue: false,
                     deadline: self.now,
                     timer: None,
                 });
@@ -438,12 +495,21 @@ impl Relay {
             self.fail_exchange(i, 400);
             return true;
         };
-        c.keep_alive = bh.persistent(req.version == Some(1));
+        c.sent_head.clear();
+        if let Err(status) = forward_request(&req, &mut c.sent_head) {
+            self.report.bad_requests += 1;
+            self.fail_exchange(i, status);
+            return true;
+        }
+        c.keep_alive = bh.persistent(req.version == Some(1)) && self.stopping.is_none();
+        c.http10 = req.version == Some(0);
+        c.expects_continue = req
+            .headers
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case("expect") && has_token(h.value, "100-continue"));
         c.head_only = req.method == Some("HEAD");
         c.retryable = req.method.is_some_and(idempotent) && req_body.is_done();
         c.req_body = req_body;
-        c.sent_head.clear();
-        c.sent_head.extend_from_slice(&c.inbuf[..head_len]);
         c.inbuf.copy_within(head_len..c.in_len, 0);
         c.in_len -= head_len;
         c.resp_head = false;
@@ -789,11 +855,31 @@ impl Relay {
                         return false;
                     }
                 };
-                c.out.extend_from_slice(&or.inbuf[..head.len]);
+                let interim = head.status < 200;
+                // No interim response reaches an HTTP/1.0 client (RFC 9110
+                // §15.2), and `100 Continue` only one that asked for it.
+                let pass = !interim || (!c.http10 && (head.status != 100 || c.expects_continue));
+                if !interim && (head.framing == Framing::UntilClose || self.stopping.is_some()) {
+                    c.keep_alive = false;
+                }
+                if pass {
+                    let persistence = if interim {
+                        Persistence::KeepAlive { http10: false }
+                    } else if c.keep_alive {
+                        Persistence::KeepAlive { http10: c.http10 }
+                    } else {
+                        Persistence::Close
+                    };
+                    let mut fields = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
+                    let mut resp = httparse::Response::new(&mut fields);
+                    // Parsed once already (parse_response_head): it parses again.
+                    let _ = resp.parse(&or.inbuf[..head.len]);
+                    forward_response(&resp, persistence, &mut c.out);
+                }
                 or.inbuf.copy_within(head.len..or.in_len, 0);
                 or.in_len -= head.len;
-                if head.status < 200 {
-                    // Interim response (100 Continue): relay it, wait for the final one.
+                if interim {
+                    // Wait for the final response.
                     continue;
                 }
                 c.forwarded = true;
@@ -801,9 +887,6 @@ impl Relay {
                 c.resp_body = head.framing;
                 // HTTP/1.1, no `Connection: close`, and a body that ends before close.
                 c.origin_reusable = head.http11 && head.keep_alive;
-                if c.resp_body == Framing::UntilClose {
-                    c.keep_alive = false;
-                }
             } else {
                 match c.resp_body.advance(&or.inbuf[..or.in_len]) {
                     Ok(step) => {

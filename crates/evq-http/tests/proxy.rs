@@ -359,3 +359,233 @@ fn half_closed_and_vanishing_clients() {
     );
     proxy.stop();
 }
+
+/// An origin that keeps the raw head of every request it reads and answers
+/// `/hop` with a `100 Continue` and then a final head full of hop-by-hop and
+/// proxy fields, and `/gate` only once the test says so (a message on the
+/// channel). Each connection serves requests one after another.
+fn recording_origin() -> (
+    SocketAddr,
+    Arc<Mutex<Vec<String>>>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+    let gate = Arc::new(Mutex::new(gate_rx));
+    let log = heads.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let (log, gate) = (log.clone(), gate.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                loop {
+                    let (path, len, body) = loop {
+                        let mut headers = [httparse::EMPTY_HEADER; 32];
+                        let mut req = httparse::Request::new(&mut headers);
+                        if let Ok(httparse::Status::Complete(len)) = req.parse(&buf) {
+                            let body = req
+                                .headers
+                                .iter()
+                                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                                .map_or(0, |h| {
+                                    std::str::from_utf8(h.value).unwrap().parse().unwrap()
+                                });
+                            break (req.path.unwrap().to_string(), len, body);
+                        }
+                        match s.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+                        }
+                    };
+                    while buf.len() < len + body {
+                        match s.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+                        }
+                    }
+                    log.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&buf[..len]).into_owned());
+                    buf.drain(..len + body);
+                    let reply: &[u8] = match path.split('?').next().unwrap() {
+                        "/hop" => b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: s\r\nKeep-Alive: timeout=1\r\nProxy-Authenticate: Basic\r\nUpgrade: h2c\r\nX-End: e\r\nContent-Length: 2\r\n\r\nok",
+                        "/gate" => {
+                            let _ = gate.lock().unwrap().recv();
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\ngated"
+                        }
+                        _ => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                    };
+                    if s.write_all(reply).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, heads, gate_tx)
+}
+
+/// Reads from `s` until `buf` holds a complete final response (after any 1xx
+/// heads) with a Content-Length body; returns everything read.
+fn read_exchange(s: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some(start) = text.rfind("HTTP/1.1 2") {
+            if let Some(end) = text[start..].find("\r\n\r\n") {
+                let head = &text[start..start + end];
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                if text.len() >= start + end + 4 + len {
+                    return text;
+                }
+            }
+        }
+        let n = s.read(&mut tmp).unwrap();
+        assert!(n > 0, "closed early: {text:?}");
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+/// The proxy as an HTTP intermediary (RFC 9110 §7.6, RFC 9112 §3.2.2): an
+/// absolute-form target (once a 400) goes to the origin in origin form with
+/// its authority as Host; hop-by-hop fields, the fields `Connection` names and
+/// the client's proxy credentials stay on their hop in both directions (they
+/// once passed through untouched); `Via` is added both ways; `100 Continue`
+/// reaches only a client that asked for it, never an HTTP/1.0 one.
+#[test]
+fn the_proxy_forwards_messages_as_an_intermediary_must() {
+    let (origin, heads, _gate) = recording_origin();
+    let proxy = proxy_to(origin, None);
+    let mut s = TcpStream::connect(proxy.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        b"GET http://origin.test:81/hop?x=1 HTTP/1.1\r\nHost: wrong\r\n\
+          Proxy-Authorization: Basic c2VjcmV0\r\nConnection: X-Client-Hop\r\n\
+          X-Client-Hop: 1\r\nTE: trailers\r\nKeep-Alive: 5\r\nX-Kept: k\r\n\r\n",
+    )
+    .unwrap();
+    let got = read_exchange(&mut s);
+    assert!(
+        got.starts_with("HTTP/1.1 200 OK\r\n"),
+        "unasked-for 100 relayed: {got:?}"
+    );
+    let lower = got.to_ascii_lowercase();
+    for gone in [
+        "x-secret",
+        "keep-alive",
+        "proxy-authenticate",
+        "upgrade",
+        "connection:",
+    ] {
+        assert!(!lower.contains(gone), "{gone} reached the client: {got:?}");
+    }
+    assert!(
+        lower.contains("\r\nx-end: e\r\n") && lower.contains("\r\nvia: 1.1 evq\r\n"),
+        "{got:?}"
+    );
+    let seen = heads.lock().unwrap().pop().unwrap();
+    assert!(seen.starts_with("GET /hop?x=1 HTTP/1.1\r\n"), "{seen:?}");
+    let lower = seen.to_ascii_lowercase();
+    assert!(
+        lower.contains("\r\nhost: origin.test:81\r\n") && !lower.contains("wrong"),
+        "{seen:?}"
+    );
+    for gone in [
+        "proxy-authorization",
+        "secret",
+        "x-client-hop",
+        "te:",
+        "keep-alive",
+        "connection:",
+    ] {
+        assert!(!lower.contains(gone), "{gone} reached the origin: {seen:?}");
+    }
+    assert!(
+        lower.contains("\r\nx-kept: k\r\n") && lower.contains("\r\nvia: 1.1 evq\r\n"),
+        "{seen:?}"
+    );
+
+    // A client that asked for 100 Continue gets it; an HTTP/1.0 one never.
+    s.write_all(
+        b"POST /hop HTTP/1.1\r\nHost: o\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi",
+    )
+    .unwrap();
+    let got = read_exchange(&mut s);
+    assert!(got.starts_with("HTTP/1.1 100 Continue\r\n"), "{got:?}");
+    assert!(got.contains("\r\n\r\nHTTP/1.1 200 OK\r\n"), "{got:?}");
+    let mut s10 = TcpStream::connect(proxy.addr()).unwrap();
+    s10.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s10.write_all(b"POST /hop HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi")
+        .unwrap();
+    let got = read_exchange(&mut s10);
+    assert!(
+        got.starts_with("HTTP/1.1 200 OK\r\n"),
+        "1xx to an HTTP/1.0 client: {got:?}"
+    );
+    assert!(got.contains("\r\nVia: 1.1 evq\r\n"), "{got:?}");
+    // And it is closed after (no keep-alive asked).
+    let mut rest = [0u8; 16];
+    assert_eq!(s10.read(&mut rest).unwrap(), 0);
+    proxy.stop();
+}
+
+/// A graceful stop with a minute of grace (the proxy once closed everything at
+/// once, and its listener lived until then): the listener closes at once (a
+/// new client is refused), an idle client is closed, the exchange in flight
+/// finishes with `Connection: close`, and the proxy is done as soon as no
+/// client is left — not when the grace period ends.
+#[test]
+fn a_graceful_stop_refuses_new_clients_and_finishes_exchanges_in_flight() {
+    let (origin, heads, gate) = recording_origin();
+    let proxy = ProxyHandle::start(&ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        origin,
+        grace: Duration::from_secs(60),
+        ..ProxyConfig::default()
+    })
+    .unwrap();
+    let addr = proxy.addr();
+    let mut idle = Client::connect(addr);
+    idle.send(b"GET /x HTTP/1.1\r\nHost: o\r\n\r\n");
+    assert_eq!(idle.response(false).unwrap().status, 200);
+    let mut busy = Client::connect(addr);
+    busy.send(b"GET /gate HTTP/1.1\r\nHost: o\r\n\r\n");
+    assert!(eventually(|| heads
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|h| h.starts_with("GET /gate"))));
+    let t0 = std::time::Instant::now();
+    proxy.request_stop();
+    assert!(
+        eventually(|| TcpStream::connect(addr)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)),
+        "new clients still connect"
+    );
+    assert!(idle.closed(), "the idle client was left open");
+    gate.send(()).unwrap();
+    let r = busy
+        .response(false)
+        .expect("the exchange in flight finishes");
+    assert_eq!((r.status, &r.body[..]), (200, &b"gated"[..]));
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(busy.closed());
+    let report = proxy.stop();
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "waited for the grace period"
+    );
+    assert_eq!(report.relayed, 2, "{report}");
+}
