@@ -34,6 +34,7 @@ mod config;
 pub mod date;
 mod files;
 mod intermediary;
+mod linger;
 mod listener;
 mod proxy;
 mod relay;

@@ -5,6 +5,7 @@
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
 use crate::intermediary::{forward_request, forward_response, Persistence};
+use crate::linger::{self, Drained};
 use crate::listener::{Listener, Next};
 use crate::request::write_error;
 use crate::stats::ProxyReport;
@@ -44,6 +45,11 @@ struct Client {
     close_after: bool,
     /// The client half-closed (EOF) during an exchange: answer, then close.
     eof: bool,
+    /// Close after a lingering close: the proxy answered with an error and the
+    /// client may still be sending (see `linger.rs`).
+    linger_after: bool,
+    /// In a lingering close: our side is shut, input is read and dropped.
+    lingering: bool,
     sent_head: Vec<u8>,
     /// The request may be sent again if the origin drops it unanswered: its
     /// method is idempotent (RFC 9110 §9.2.2) and it has no body (a body goes
@@ -305,6 +311,8 @@ impl Relay {
                     keep_alive: true,
                     close_after: false,
                     eof: false,
+                    linger_after: false,
+                    lingering: false,
                     sent_head: Vec::new(),
                     retryable: false,
                     retried: false,
@@ -326,6 +334,8 @@ impl Relay {
         c.exchange = false;
         c.close_after = false;
         c.eof = false;
+        c.linger_after = false;
+        c.lingering = false;
         let d = later(self.now, self.cfg.idle_timeout);
         self.set_deadline(i, d);
         self.drive_client(i);
@@ -416,6 +426,7 @@ impl Relay {
         let c = &mut self.clients[i];
         if !c.forwarded {
             write_error(&mut c.out, status, self.date.text(), "");
+            c.linger_after = !c.eof;
         }
         c.exchange = false;
         c.close_after = true;
@@ -585,6 +596,12 @@ impl Relay {
     }
 
     fn drive_client(&mut self, i: usize) {
+        if self.clients[i].lingering {
+            return match linger::drain(self.clients[i].fd) {
+                Drained::Done => self.close_client(i),
+                Drained::Waiting => self.update_client_interest(i),
+            };
+        }
         loop {
             let c = &mut self.clients[i];
             let pending = c.out.len() - c.out_pos;
@@ -603,9 +620,19 @@ impl Relay {
                 Io::Blocked => break,
                 Io::Closed => return self.close_client(i),
             }
-            let c = &self.clients[i];
+            let c = &mut self.clients[i];
             if c.close_after && !c.exchange {
-                return self.close_client(i);
+                if !c.linger_after {
+                    return self.close_client(i);
+                }
+                // The error reply is out: shut our side, drop what the client
+                // still sends, close when it is done or the time is up.
+                c.lingering = true;
+                c.in_len = 0;
+                linger::begin(c.fd);
+                let d = later(self.now, linger::LINGER);
+                self.set_deadline(i, d);
+                return self.drive_client(i);
             }
             if !c.exchange && c.in_len > 0 && self.start_exchange(i) {
                 if let Some(o) = self.clients[i].origin {
@@ -665,14 +692,15 @@ impl Relay {
     /// per request.
     fn client_reading(&self, i: usize) -> bool {
         let c = &self.clients[i];
-        !c.eof
-            && if c.exchange {
-                c.req_body.is_done()
-                    || c.origin
-                        .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
-            } else {
-                !c.close_after
-            }
+        c.lingering
+            || !c.eof
+                && if c.exchange {
+                    c.req_body.is_done()
+                        || c.origin
+                            .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
+                } else {
+                    !c.close_after
+                }
     }
 
     fn update_client_interest(&mut self, i: usize) {

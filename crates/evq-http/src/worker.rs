@@ -8,6 +8,7 @@
 //! quiet again, so the steady state allocates nothing per request.
 
 use crate::date::DateCache;
+use crate::linger::{self, Drained};
 use crate::listener::{Listener, Next};
 use crate::request::{handle_request, write_simple_head, Body, Outcome, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
@@ -45,6 +46,11 @@ pub(crate) struct Conn {
     in_request: bool,
     /// Close once the output is sent.
     close_after: bool,
+    /// ... in a lingering close (`linger.rs`): the reply was an error and the
+    /// client may still be sending.
+    linger_after: bool,
+    /// In a lingering close: our side is shut, input is read and dropped.
+    lingering: bool,
     /// Timeout for whatever the connection is doing now, in milliseconds since
     /// the worker's epoch (4 bytes instead of an `Instant`'s 16).
     deadline: u32,
@@ -268,6 +274,8 @@ impl Worker {
                     interest: Interest::empty(),
                     in_request: false,
                     close_after: false,
+                    linger_after: false,
+                    lingering: false,
                     deadline: 0,
                     timer: None,
                     inbuf: Vec::new(),
@@ -290,6 +298,8 @@ impl Worker {
         c.interest = interest;
         c.in_request = false;
         c.close_after = false;
+        c.linger_after = false;
+        c.lingering = false;
         let tok = token(Kind::Client, index, c.generation);
         if self
             .queue
@@ -421,6 +431,12 @@ impl Worker {
     /// that will bring it back.
     fn drive(&mut self, i: usize) {
         let mut want = Interest::READ;
+        if self.conns[i].lingering {
+            if linger::drain(self.conns[i].fd) == Drained::Done {
+                return self.close_conn(i);
+            }
+            return self.rearm(i, want);
+        }
         loop {
             if self.has_output(i) {
                 match self.flush(i) {
@@ -432,7 +448,14 @@ impl Worker {
                     Flush::Failed => return self.close_conn(i),
                 }
                 if self.conns[i].close_after {
-                    return self.close_conn(i);
+                    if !self.conns[i].linger_after {
+                        return self.close_conn(i);
+                    }
+                    // The error reply is out; the client may still be sending.
+                    self.conns[i].lingering = true;
+                    linger::begin(self.conns[i].fd);
+                    self.set_deadline(i, later(self.now, linger::LINGER));
+                    return self.drive(i);
                 }
                 let timeout = if self.conns[i].in_request {
                     self.header_timeout
@@ -463,6 +486,11 @@ impl Worker {
             let buf = std::mem::take(&mut self.conns[i].inbuf);
             self.give_in(buf);
         }
+        self.rearm(i, want);
+    }
+
+    /// Registers the interest that brings the connection back.
+    fn rearm(&mut self, i: usize, want: Interest) {
         let rearm = match self.conn_mode {
             Mode::Event => false,
             Mode::Level => self.conns[i].interest != want,
@@ -569,6 +597,7 @@ impl Worker {
             c.in_request = c.in_len > 0;
             if !reply.keep_alive {
                 c.close_after = true;
+                c.linger_after = reply.status >= 400;
                 c.in_len = 0;
             }
             c.sending = match reply.body {

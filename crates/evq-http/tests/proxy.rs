@@ -589,3 +589,16 @@ fn a_graceful_stop_refuses_new_clients_and_finishes_exchanges_in_flight() {
     );
     assert_eq!(report.relayed, 2, "{report}");
 }
+
+/// A request head larger than the proxy takes is answered with 431 and a
+/// close the client can read it before — not a reset that destroys the
+/// answer while the client is still sending.
+#[test]
+fn an_endless_head_gets_a_431_not_a_reset() {
+    let proxy = proxy_to(scripted_origin(), None);
+    for _ in 0..3 {
+        assert_eq!(status_for_endless_head(proxy.addr()), Ok(431));
+    }
+    let report = proxy.stop();
+    assert_eq!(report.bad_requests, 3, "{report}");
+}

@@ -686,3 +686,14 @@ fn close_in_any_connection_line_closes_the_connection() {
     }
     server.stop();
 }
+
+/// As the proxy's: a head larger than the server takes gets a 431 the
+/// client can read, not a reset.
+#[test]
+fn an_endless_head_gets_a_431_not_a_reset() {
+    let server = start(&config(None));
+    for _ in 0..3 {
+        assert_eq!(status_for_endless_head(server.addr()), Ok(431));
+    }
+    server.stop();
+}
