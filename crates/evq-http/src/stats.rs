@@ -28,6 +28,7 @@ pub struct WorkerCounters {
     shed_resets: AtomicU64,
     rejected_max_conns: AtomicU64,
     accept_fd_exhausted: AtomicU64,
+    idle_reclaimed: AtomicU64,
     timeouts: AtomicU64,
     wakeups: AtomicU64,
     events: AtomicU64,
@@ -63,6 +64,9 @@ impl WorkerCounters {
     }
     pub(crate) fn fd_exhausted(&self) {
         bump(&self.accept_fd_exhausted, 1);
+    }
+    pub(crate) fn reclaimed(&self, n: usize) {
+        bump(&self.idle_reclaimed, n as u64);
     }
     pub(crate) fn timeout(&self) {
         bump(&self.timeouts, 1);
@@ -116,6 +120,9 @@ pub struct ServeReport {
     /// Accepts that met `EMFILE`/`ENFILE` (connection accepted and closed via the
     /// spare descriptor).
     pub accept_fd_exhausted: u64,
+    /// Idle keep-alive connections closed to make room for new clients when
+    /// descriptors or `--max-conns` ran out.
+    pub idle_reclaimed: u64,
     /// Connections closed by the header or idle timeout.
     pub timeouts: u64,
     /// `get_next_event` calls that returned.
@@ -164,6 +171,7 @@ impl ServeReport {
             r.shed_resets += get(&w.shed_resets);
             r.rejected_max_conns += get(&w.rejected_max_conns);
             r.accept_fd_exhausted += get(&w.accept_fd_exhausted);
+            r.idle_reclaimed += get(&w.idle_reclaimed);
             r.timeouts += get(&w.timeouts);
             r.wakeups += get(&w.wakeups);
             r.events += get(&w.events);
@@ -202,7 +210,7 @@ impl std::fmt::Display for ServeReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "backend {} threads {}: {} requests, {} accepts, {} shed resets, {} rejected (max-conns), {} fd-exhausted accepts, {} timeouts",
+            "backend {} threads {}: {} requests, {} accepts, {} shed resets, {} rejected (max-conns), {} fd-exhausted accepts, {} idle reclaimed, {} timeouts",
             self.backend,
             self.threads,
             self.requests,
@@ -210,6 +218,7 @@ impl std::fmt::Display for ServeReport {
             self.shed_resets,
             self.rejected_max_conns,
             self.accept_fd_exhausted,
+            self.idle_reclaimed,
             self.timeouts
         )?;
         let by: Vec<String> = self

@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod reclaim;
+
 /// Buffers kept in a worker's pool beyond which returned ones are freed.
 const POOL_KEEP: usize = 1024;
 /// Output buffered per connection before the server stops answering pipelined
@@ -232,7 +234,11 @@ impl Worker {
         loop {
             match self.listener.next(&mut self.queue) {
                 Next::Conn(fd) => self.admit(fd),
-                Next::Refused => self.shared.counters[self.id].fd_exhausted(),
+                Next::Refused => {
+                    self.shared.counters[self.id].fd_exhausted();
+                    // Make room for the clients behind the one just shed.
+                    self.reclaim_idle(reclaim::EXHAUSTED_BATCH);
+                }
                 Next::End => return,
             }
         }
@@ -249,10 +255,9 @@ impl Worker {
             counters.shed_reset();
             return;
         }
-        if self.shared.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
-            self.shared.open.fetch_sub(1, Ordering::Relaxed);
+        if !self.take_slot() {
             evq_os::io::close(fd);
-            counters.rejected();
+            self.shared.counters[self.id].rejected();
             return;
         }
         let _ = evq_os::socket::set_nodelay(fd);

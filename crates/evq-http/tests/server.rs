@@ -318,24 +318,46 @@ fn shedding_resets_new_connections_when_overloaded() {
     assert_eq!(server.stop().shed_resets, 0);
 }
 
+/// Over `--max-conns`, the oldest idle keep-alive connection makes room for
+/// a new client (it was refused while idle ones held every slot); a new client
+/// is refused only when every slot is busy.
 #[test]
-fn max_conns_closes_extra_connections() {
+fn max_conns_reclaims_the_oldest_idle_connection() {
+    const HEAD: &[u8] = b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n";
     let mut cfg = config(None);
     cfg.max_conns = 2;
+    // Larger than any socket buffers: a client that reads only the start of
+    // it keeps its connection busy.
+    cfg.reply_size = 64 << 20;
     let server = start(&cfg);
     let mut a = Client::connect(server.addr());
+    a.send(HEAD);
+    assert_eq!(a.response(true).unwrap().status, 200);
     let mut b = Client::connect(server.addr());
-    a.send(REQ.as_bytes());
-    b.send(REQ.as_bytes());
-    assert_eq!(a.response(false).unwrap().status, 200);
-    assert_eq!(b.response(false).unwrap().status, 200);
+    b.send(HEAD);
+    assert_eq!(b.response(true).unwrap().status, 200);
+    // Both idle, a the older: a goes, c is served, b stays.
     let mut c = Client::connect(server.addr());
-    let _ = c.stream.write_all(REQ.as_bytes());
-    assert!(c.response(false).is_none());
-    drop((a, b));
+    c.send(HEAD);
+    assert_eq!(c.response(true).unwrap().status, 200);
+    assert!(a.closed(), "the oldest idle connection was not reclaimed");
+    b.send(HEAD);
+    assert_eq!(b.response(true).unwrap().status, 200);
+    // Both slots busy (a response under way): d is refused unanswered.
+    for busy in [&mut b, &mut c] {
+        busy.send(REQ.as_bytes());
+        let mut first = [0u8; 4096];
+        busy.stream.read_exact(&mut first).unwrap();
+    }
+    let mut d = Client::connect(server.addr());
+    let _ = d.stream.write_all(REQ.as_bytes());
+    assert!(d.response(false).is_none());
+    drop((b, c));
     assert!(eventually(|| server.report().open_conns == 0));
     assert_eq!(get(server.addr(), REQ).unwrap().status, 200);
-    assert!(server.stop().rejected_max_conns >= 1);
+    let report = server.stop();
+    assert_eq!(report.idle_reclaimed, 1, "{report}");
+    assert_eq!(report.rejected_max_conns, 1, "{report}");
 }
 
 #[test]
