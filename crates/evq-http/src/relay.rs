@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+mod reclaim;
+
 const HIGH_WATER: usize = 64 * 1024;
 const ORIGIN_BUF: usize = 16 * 1024;
 
@@ -279,7 +281,11 @@ impl Relay {
         loop {
             match self.listener.next(&mut self.queue) {
                 Next::Conn(fd) => self.admit(fd),
-                Next::Refused => self.report.refused += 1,
+                Next::Refused => {
+                    self.report.refused += 1;
+                    // Make room for the clients behind the one just shed.
+                    self.reclaim_idle(reclaim::EXHAUSTED_BATCH);
+                }
                 Next::End => return,
             }
         }

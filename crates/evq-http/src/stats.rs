@@ -269,13 +269,16 @@ pub struct ProxyReport {
     /// Client connections refused for want of descriptors or memory (shed
     /// with the spare descriptor, or accepting paused).
     pub refused: u64,
+    /// Idle descriptors (pooled origin connections, then idle keep-alive
+    /// clients) closed to make room for new clients when descriptors ran out.
+    pub idle_reclaimed: u64,
 }
 
 impl std::fmt::Display for ProxyReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused",
+            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused, {} idle reclaimed",
             self.accepts,
             self.requests,
             self.relayed,
@@ -286,7 +289,8 @@ impl std::fmt::Display for ProxyReport {
             self.origin_reuses,
             self.retries,
             self.stale_pooled,
-            self.refused
+            self.refused,
+            self.idle_reclaimed
         )
     }
 }

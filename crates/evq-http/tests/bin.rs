@@ -165,6 +165,37 @@ fn idle_keep_alive_connections_make_room_when_descriptors_run_out() {
     assert_eq!(report["responses"]["200"].as_u64(), Some(60), "{report}");
 }
 
+/// The proxy's side: under 32 descriptors, 60 clients kept idle one after
+/// another are each served within two tries (pooled origin connections and
+/// the oldest idle clients make room).
+#[test]
+fn proxy_idle_connections_make_room_when_descriptors_run_out() {
+    let origin = start(&config(None));
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let args = format!("proxy --listen {addr} --origin {}", origin.addr());
+    let child = spawn_with_32_descriptors(addr, &args);
+    let mut held = Vec::new();
+    for n in 0..60 {
+        let served = (0..2).find_map(|_| {
+            let mut c = Client::connect(addr);
+            c.send(b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n");
+            let ok = c.response(true).is_some_and(|r| r.status == 200);
+            ok.then_some(c)
+        });
+        held.push(served.unwrap_or_else(|| panic!("client {n} not served in two tries")));
+    }
+    assert!(held[0].closed());
+    drop(held);
+    let report = sigterm_report(child, "proxy");
+    assert!(report["refused"].as_u64().unwrap() >= 1, "{report}");
+    assert!(
+        report["idle_reclaimed"].as_u64().unwrap() >= 60 - 32,
+        "{report}"
+    );
+    assert_eq!(report["relayed"].as_u64(), Some(60), "{report}");
+    origin.stop();
+}
+
 /// Every backend from the command line, one and two threads: it starts (the
 /// shutdown wake-up is a pipe per worker, which even the RT-signal backends can
 /// watch — an eventfd made them fail with EPERM), serves, and SIGTERM ends it.
