@@ -249,7 +249,10 @@ impl Worker {
     fn admit(&mut self, fd: RawFd) {
         let counters = &self.shared.counters[self.id];
         counters.accept();
-        if self.limiter.is_some_and(|l| l.overloaded()) {
+        // Connections let in earlier in this round count too, or a burst taken
+        // in one accept batch would all get in before anything is shed.
+        let load = self.round_accepts + 1;
+        if self.limiter.is_some_and(|l| l.overloaded_with(load)) {
             let _ = evq_os::socket::set_reset_on_close(fd);
             evq_os::io::close(fd);
             counters.shed_reset();
