@@ -61,6 +61,8 @@ pub(crate) struct Listener {
     rearm: bool,
     /// A descriptor was freed while paused for want of them.
     freed: bool,
+    /// Times the listener itself failed (`accept` said it cannot accept).
+    failures: u64,
 }
 
 impl Listener {
@@ -85,7 +87,14 @@ impl Listener {
             left: 0,
             rearm: false,
             freed: false,
+            failures: 0,
         })
+    }
+
+    /// Times the listener itself failed (closed, shut down, not listening)
+    /// and accepting paused.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures
     }
 
     /// The token of a listener's registration and of its pause timer.
@@ -119,7 +128,10 @@ impl Listener {
                     self.pause(queue, true);
                     return Next::Refused;
                 }
-                Accept::Failed(_) => self.pause(queue, false),
+                Accept::Failed(_) => {
+                    self.failures += 1;
+                    self.pause(queue, false);
+                }
             }
         }
         self.left = 0;

@@ -173,6 +173,7 @@ impl Relay {
     /// if one did (the counters are true either way).
     pub(crate) fn run(mut self) -> (ProxyReport, io::Result<()>) {
         let result = self.relay();
+        self.report.listener_failures = self.listener.failures();
         self.listener.close(&mut self.queue);
         for i in 0..self.clients.len() {
             if self.clients[i].fd >= 0 {

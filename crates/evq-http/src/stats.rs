@@ -272,13 +272,16 @@ pub struct ProxyReport {
     /// Idle descriptors (pooled origin connections, then idle keep-alive
     /// clients) closed to make room for new clients when descriptors ran out.
     pub idle_reclaimed: u64,
+    /// Times the listening socket itself failed (`accept` said it cannot
+    /// accept: shut down, closed) and accepting paused.
+    pub listener_failures: u64,
 }
 
 impl std::fmt::Display for ProxyReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused, {} idle reclaimed",
+            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused, {} idle reclaimed, {} listener failures",
             self.accepts,
             self.requests,
             self.relayed,
@@ -290,7 +293,8 @@ impl std::fmt::Display for ProxyReport {
             self.retries,
             self.stale_pooled,
             self.refused,
-            self.idle_reclaimed
+            self.idle_reclaimed,
+            self.listener_failures
         )
     }
 }
