@@ -26,9 +26,35 @@ fn cpu_ticks(pid: u32) -> u64 {
         + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
 }
 
+/// A child process that is killed and reaped when dropped: a test that fails
+/// while the binary runs must not leave it running (it did).
+struct Running(Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts the binary with `args` under a hard limit of 32 descriptors (it
 /// cannot raise it), its JSON report on stdout, and waits until `addr` answers.
-fn spawn_with_32_descriptors(addr: SocketAddr, args: &str) -> Child {
+fn spawn_with_32_descriptors(addr: SocketAddr, args: &str) -> Running {
     let script = format!(
         "ulimit -Sn 32 && ulimit -Hn 32 && exec {} {args} --json",
         env!("CARGO_BIN_EXE_evq-http")
@@ -40,6 +66,7 @@ fn spawn_with_32_descriptors(addr: SocketAddr, args: &str) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let child = Running(child);
     assert!(eventually(|| TcpStream::connect(addr).is_ok()));
     child
 }
@@ -47,7 +74,7 @@ fn spawn_with_32_descriptors(addr: SocketAddr, args: &str) -> Child {
 /// Holds more connections than `child` has descriptors for a second and
 /// asserts it does not busy-loop meanwhile, then lets them go and waits until a
 /// request is served again.
-fn exhaust_descriptors_without_spinning(child: &Child, addr: SocketAddr) {
+fn exhaust_descriptors_without_spinning(child: &Running, addr: SocketAddr) {
     let held: Vec<TcpStream> = (0..60)
         .filter_map(|_| TcpStream::connect(addr).ok())
         .collect();
@@ -72,7 +99,7 @@ fn exhaust_descriptors_without_spinning(child: &Child, addr: SocketAddr) {
 }
 
 /// SIGTERM: a graceful exit within 10 s, and the counters it printed as JSON.
-fn sigterm_report(mut child: Child, what: &str) -> serde_json::Value {
+fn sigterm_report(mut child: Running, what: &str) -> serde_json::Value {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -205,7 +232,7 @@ fn every_backend_starts_serves_and_stops_on_sigterm() {
         for threads in ["1", "2"] {
             let port = free_port();
             let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-            let mut child = Command::new(env!("CARGO_BIN_EXE_evq-http"))
+            let child = Command::new(env!("CARGO_BIN_EXE_evq-http"))
                 .args(["serve", "--listen", &addr.to_string(), "--json"])
                 .args(["--backend", kind.name(), "--threads", threads])
                 .args(["--accept", "reuseport"])
@@ -213,6 +240,7 @@ fn every_backend_starts_serves_and_stops_on_sigterm() {
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap();
+            let mut child = Running(child);
             let up = eventually(|| TcpStream::connect(addr).is_ok());
             if !up {
                 let _ = child.kill();
@@ -358,7 +386,7 @@ fn sigterm_refuses_new_clients_and_closes_busy_ones_after_their_reply() {
     std::fs::write(root.join("big32.bin"), vec![5u8; size]).unwrap();
     for threads in ["1", "2"] {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_evq-http"))
+        let child = Command::new(env!("CARGO_BIN_EXE_evq-http"))
             .args(["serve", "--listen", &addr.to_string(), "--json"])
             .args(["--threads", threads, "--grace", "60"])
             .arg("--root")
@@ -367,6 +395,7 @@ fn sigterm_refuses_new_clients_and_closes_busy_ones_after_their_reply() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let mut child = Running(child);
         assert!(eventually(|| TcpStream::connect(addr).is_ok()));
         let mut s = slow_reader(addr);
         // Both requests in one write: the server reads them together, answers
