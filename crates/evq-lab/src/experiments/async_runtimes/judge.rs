@@ -76,6 +76,17 @@ fn ratios(runs: &[RunRecord], workload: &str, f: fn(&RunRecord) -> f64) -> Vec<f
         .collect()
 }
 
+/// A claim with nothing to compare: no measurement of evq-async has its
+/// tokio-ct counterpart.
+fn unpaired(claim: &str, what: &str) -> ClaimCheck {
+    ClaimCheck::judged(
+        claim,
+        what.to_string(),
+        None,
+        "no pair of measurements, no ratio",
+    )
+}
+
 fn median(v: &[f64]) -> Option<f64> {
     crate::stats::median(v.to_vec())
 }
@@ -98,11 +109,9 @@ fn hyper(runs: &[RunRecord]) -> ClaimCheck {
     let p99 = ratios(runs, "hyper", |r| r.p99_us as f64);
     let errs = errors(runs, "hyper");
     let (Some(m_rps), Some(m_p99)) = (median(&rps), median(&p99)) else {
-        return ClaimCheck::judged(
+        return unpaired(
             HYPER,
-            "no round measured both evq-async and tokio-ct on hyper".into(),
-            None,
-            "no pair of measurements, no ratio",
+            "no round measured both evq-async and tokio-ct on hyper",
         );
     };
     ClaimCheck::judged(
@@ -125,11 +134,9 @@ fn echo(runs: &[RunRecord]) -> ClaimCheck {
         .filter(|(_, v, _)| !v.is_empty())
         .collect();
     if parts.is_empty() {
-        return ClaimCheck::judged(
+        return unpaired(
             ECHO,
-            "no round measured both evq-async and tokio-ct on an echo workload".into(),
-            None,
-            "no pair of measurements, no ratio",
+            "no round measured both evq-async and tokio-ct on an echo workload",
         );
     }
     let measured = parts
@@ -169,11 +176,9 @@ fn instructions(cg: &[CallgrindRecord]) -> ClaimCheck {
         }
     }
     if pairs.is_empty() {
-        return ClaimCheck::judged(
+        return unpaired(
             INSTRUCTIONS,
-            "no workload measured under callgrind on both evq-async and tokio-ct".into(),
-            None,
-            "no pair of measurements, no ratio",
+            "no workload measured under callgrind on both evq-async and tokio-ct",
         );
     }
     let measured = pairs
