@@ -61,7 +61,10 @@ typedef struct event_descr_t {
 } event_descr_t;
 
 /* Registers, modifies, or (interestmask 0) revokes the calling thread's interest
- * in fd. Closing fd also removes the interest. If statemask is non-NULL it gets
+ * in fd. Closing fd also removes the interest: no event names it afterwards, even
+ * if the number is reused for a file not declared (on epoll: unless another
+ * descriptor, from dup, fork or SCM_RIGHTS, keeps the file open; revoke with
+ * interestmask 0 before closing such a file). If statemask is non-NULL it gets
  * fd's current state (EVENT_* bits), read after the interest is in place: data that
  * arrived before the call shows there, anything later produces an event.
  * Returns 0, or -1 with errno: EBADF (fd negative or closed), EINVAL (bits other
