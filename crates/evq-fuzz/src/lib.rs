@@ -16,6 +16,7 @@
 //! | `compat_devpoll` | [`compat_devpoll::run`] | evq-compat's /dev/poll: `write`, `DP_POLL`, `DP_ISPOLLED` |
 //! | `capi` | [`capi::run`] | every C function of evq-capi, with hostile arguments |
 //! | `model` | [`model::run`] | evq on a real backend against the reference [`model`] |
+//! | `load_framing` | [`load_framing::run`] | `evq load`'s response framing (evq-wire), head memo against a fresh parse |
 //!
 //! Targets that take descriptors only ever pass ones they hold ([`fds`]) or numbers
 //! that cannot be open, so a replay on a test thread cannot touch another test's
@@ -31,6 +32,7 @@ pub mod compat_devpoll;
 pub mod compat_kqueue;
 pub mod fds;
 pub mod input;
+pub mod load_framing;
 pub mod model;
 pub mod request;
 pub mod seeds;

@@ -24,6 +24,9 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
     for (name, bytes) in model() {
         out.push(("model", name, bytes));
     }
+    for (name, bytes) in load_framing() {
+        out.push(("load_framing", name, bytes));
+    }
     out
 }
 
@@ -790,6 +793,58 @@ fn model() -> Vec<(String, Vec<u8>)> {
     for (name, ops) in scenarios {
         for (i, kind) in BackendKind::ALL.iter().enumerate() {
             out.push((format!("{name}-{kind}"), model::encode(i, &ops)));
+        }
+    }
+    out
+}
+
+// ---- load_framing ----
+
+/// Response streams from evq-wire's tests (`response.rs`), each as one piece, in
+/// pieces of up to 7 bytes, and byte by byte; the head memo's case (a run of one
+/// head) also for HEAD requests.
+fn load_framing() -> Vec<(String, Vec<u8>)> {
+    let date = |s: u8| {
+        format!("HTTP/1.1 200 OK\r\nDate: Mon, 23 Nov 2026 13:00:0{s} GMT\r\nContent-Length: 4\r\n\r\nbody")
+    };
+    let repeated: String = [0, 0, 0, 1, 1, 0].iter().map(|&s| date(s)).collect();
+    let streams: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "content-length-pipelined",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 404 NF\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        ),
+        (
+            "chunked-with-trailer",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n1\r\n!\r\n0\r\nX-T: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz".to_vec(),
+        ),
+        ("http10-close-delimited", b"HTTP/1.0 200 OK\r\n\r\nuntil the end".to_vec()),
+        (
+            "keep-alive-and-close-tokens",
+            b"HTTP/1.0 301 M\r\nConnection: keep-alive, close\r\n\r\nxyz".to_vec(),
+        ),
+        (
+            "interim-then-no-body",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 304 NM\r\nContent-Length: 9\r\n\r\n".to_vec(),
+        ),
+        ("repeated-heads-for-the-memo", repeated.into_bytes()),
+        ("garbage", b"\x00\x01garbage\r\n\r\n".to_vec()),
+        (
+            "bad-chunk-size",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_vec(),
+        ),
+        ("truncated-body", b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab".to_vec()),
+    ];
+    let mut out = Vec::new();
+    for (name, stream) in streams {
+        for (how, head, bound) in [
+            ("whole", 0u8, 255u8),
+            ("pieces", 0, 6),
+            ("bytes", 0, 0),
+            ("head", 1, 6),
+        ] {
+            let mut seed = Seed::new();
+            seed.u8(head).u32(0x5eed).u8(bound).bytes(&stream);
+            out.push((format!("{name}-{how}"), seed.finish()));
         }
     }
     out

@@ -105,6 +105,11 @@ fn model_corpus_on_every_backend() {
     });
 }
 
+#[test]
+fn load_framing_corpus() {
+    replay("load_framing", 9, evq_fuzz::load_framing::run);
+}
+
 /// Set in the child processes of `capi_corpus_in_child_processes`.
 const CHILD: &str = "EVQ_FUZZ_REPLAY_CHILD";
 
