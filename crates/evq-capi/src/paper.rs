@@ -113,6 +113,11 @@ fn with_default<T>(f: impl FnOnce(&mut DefaultQueue) -> Result<T, CError>) -> Re
 /// regular file on epoll), `EBUSY` (called from a signal handler that interrupted
 /// another call on this thread).
 ///
+/// When several apply, the first in this order wins: the bits (`EINVAL`), the
+/// thread's queue (`EBUSY`, or `EINVAL` for the environment), the descriptor
+/// (`EBADF`), then what the backend refuses (`EOPNOTSUPP`, `EPERM`, the kernel's
+/// errors) — so bad bits are refused before any system call touches `fd`.
+///
 /// # Safety
 /// `statemask` is null or points to a writable `int`.
 #[no_mangle]
@@ -124,9 +129,8 @@ pub unsafe extern "C" fn declare_interest(
     guard_int(
         |_| -1,
         || {
-            if fd < 0 {
-                return Err(CError::badf());
-            }
+            // Bits before the descriptor, as evq_declare does (evq.h): a call
+            // wrong in both ways is EINVAL, whatever the number.
             let interest = u32::try_from(interestmask)
                 .ok()
                 .and_then(Interest::from_bits)

@@ -109,6 +109,10 @@ static void test_declare_errors(void)
     close(p[0]);
     close(p[1]);
     CHECK(declare_interest(closed, EVENT_READ, &state) == -1 && errno == EBADF);
+    /* Wrong bits and a wrong descriptor: the bits are judged first (evq.h). */
+    CHECK(declare_interest(-1, 0x8, &state) == -1 && errno == EINVAL);
+    CHECK(declare_interest(closed, 0x100 | EVENT_READ, &state) == -1 && errno == EINVAL);
+    CHECK(state == 12345);
 
     nonblocking_pipe(p);
     CHECK(declare_interest(p[0], 0x8, &state) == -1 && errno == EINVAL);
@@ -643,6 +647,10 @@ static void test_handle_declare_and_wait(void)
     CHECK(evq_declare(q, p[0], EVQ_HUP, EVQ_MODE_LEVEL, 1, NULL) == EVQ_EINVAL);
     CHECK(evq_declare(q, p[0], EVQ_READ, 3, 1, NULL) == EVQ_EINVAL && errno == EINVAL);
     CHECK(evq_declare(q, p[0], EVQ_READ, 0x200, 1, NULL) == EVQ_EINVAL);
+    /* Wrong bits or mode and a wrong descriptor: EINVAL wins (evq.h). */
+    CHECK(evq_declare(q, -1, EVQ_HUP, EVQ_MODE_LEVEL, 1, NULL) == EVQ_EINVAL &&
+          errno == EINVAL);
+    CHECK(evq_declare(q, -1, EVQ_READ, 3, 1, NULL) == EVQ_EINVAL && errno == EINVAL);
 
     CHECK(evq_wait(NULL, ev, 8, 0) == EVQ_EINVAL && errno == EINVAL);
     CHECK(evq_wait(q, NULL, 8, 0) == EVQ_EINVAL);
