@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One fuzzing campaign: RUNS executions (default 10^7) of TARGET on
-# fuzz/corpus/TARGET, niced, one job, one worker; crashes go to
+# fuzz/corpus/TARGET, niced (15), one job, one worker; crashes go to
 # fuzz/artifacts/TARGET/, the log to fuzz/logs/TARGET.log. Prints one line:
 # target, executions, seconds, exec/s, cov, ft, crashes.
 #
@@ -24,7 +24,7 @@ case $target in
 esac
 before=$(ls "artifacts/$target" | wc -l)
 start=$(date +%s)
-nice -n 10 "$bin" "corpus/$target" -runs="$runs" "${len[@]}" -timeout=30 \
+nice -n 15 "$bin" "corpus/$target" -runs="$runs" "${len[@]}" -timeout=30 \
   -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="artifacts/$target/" "$@" \
   >"$log" 2>&1
 rc=$?
