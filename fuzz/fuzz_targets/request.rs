@@ -1,66 +1,6 @@
-//! Fuzzes the server's request handling: `handle_request` over arbitrary bytes,
-//! in both content modes, request after request as the event loop feeds it.
-//! Run with `cargo fuzz run request` from the repository root; seed it with
-//! `crates/evq-http/tests/corpus/`.
+//! `cargo +nightly fuzz run request`: see fuzz/README.md; the body is
+//! `evq_fuzz::request::run` (crates/evq-fuzz), which the stable replay test shares.
 
 #![no_main]
 
-use evq_http::request::{handle_request, Body, Content, FileRoot, Limits, Outcome, Scratch, Site};
-use libfuzzer_sys::fuzz_target;
-use std::sync::{Arc, OnceLock};
-
-fn sites() -> &'static [Site; 2] {
-    static SITES: OnceLock<[Site; 2]> = OnceLock::new();
-    SITES.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("evq-http-fuzz-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("sub")).expect("fuzz docroot");
-        std::fs::write(dir.join("index.html"), "<p>x</p>").expect("fuzz docroot");
-        std::fs::write(dir.join("sub/a.txt"), "a").expect("fuzz docroot");
-        let _ = std::os::unix::fs::symlink("/etc", dir.join("etc"));
-        let limits = Limits {
-            max_head: 1024,
-            max_uri: 256,
-        };
-        [
-            Site {
-                content: Arc::new(Content::Fixed(vec![b'x'; 64].into())),
-                limits,
-                closing: false,
-                stats_path: Some("/stats".into()),
-            },
-            Site {
-                content: Arc::new(Content::Files(FileRoot::open(&dir).expect("fuzz docroot"))),
-                limits,
-                closing: false,
-                stats_path: None,
-            },
-        ]
-    })
-}
-
-fuzz_target!(|data: &[u8]| {
-    let date = evq_http::date::format_http_date(0);
-    let mut scratch = Scratch::default();
-    let mut out = Vec::new();
-    for site in sites() {
-        let mut rest = data;
-        loop {
-            out.clear();
-            match handle_request(rest, site, &date, &mut scratch, &mut out) {
-                Outcome::Incomplete => break,
-                Outcome::Done(r) | Outcome::Stats { reply: r, .. } => {
-                    assert!(r.consumed > 0 && r.consumed <= rest.len());
-                    assert!(out.starts_with(b"HTTP/1.1 ") || matches!(out.len(), 0));
-                    if let Body::File { fd, .. } = r.body {
-                        // SAFETY: handle_request opened this fd for the caller.
-                        unsafe { libc::close(fd) };
-                    }
-                    rest = &rest[r.consumed..];
-                    if !r.keep_alive || rest.is_empty() {
-                        break;
-                    }
-                }
-            }
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| evq_fuzz::request::run(data));

@@ -61,7 +61,10 @@ typedef struct event_descr_t {
 } event_descr_t;
 
 /* Registers, modifies, or (interestmask 0) revokes the calling thread's interest
- * in fd. Closing fd also removes the interest. If statemask is non-NULL it gets
+ * in fd. Closing fd also removes the interest: no event names it afterwards, even
+ * if the number is reused for a file not declared (on epoll: unless another
+ * descriptor, from dup, fork or SCM_RIGHTS, keeps the file open; revoke with
+ * interestmask 0 before closing such a file). If statemask is non-NULL it gets
  * fd's current state (EVENT_* bits), read after the interest is in place: data that
  * arrived before the call shows there, anything later produces an event.
  * Returns 0, or -1 with errno: EBADF (fd negative or closed), EINVAL (bits other
@@ -69,7 +72,9 @@ typedef struct event_descr_t {
  * EVQ_PAPER_MODE), EOPNOTSUPP (event semantics on select, select-improved or poll;
  * see above), EPERM (a regular file, on epoll), EBUSY (called from a signal handler
  * that interrupted a call on the same thread), or another kernel error (EMFILE,
- * ENOMEM...). */
+ * ENOMEM...). When several apply: bad bits (EINVAL) first, then the thread's queue
+ * (EBUSY; EINVAL for the environment), then fd (EBADF), then what the backend
+ * refuses (EOPNOTSUPP, EPERM, the kernel's errors). */
 int declare_interest(int fd, int interestmask, int *statemask);
 
 /* Dequeues up to array_max of the calling thread's events, in FIFO order, one per
@@ -142,7 +147,8 @@ void evq_close(evq_t *q);
  * EVQ_WRITE|EVQ_EXCEPT; mode: EVQ_MODE_* optionally | EVQ_WAKE_ONE; every event
  * carries token. If state is non-NULL it gets fd's current EVQ_* state, read after
  * the registration is in place. Returns EVQ_OK or EVQ_EBADF, EVQ_EINVAL,
- * EVQ_EUNSUPPORTED, EVQ_EOS. */
+ * EVQ_EUNSUPPORTED, EVQ_EOS. When several apply: EVQ_EINVAL (NULL q, bad bits or
+ * mode) first, then EVQ_EBADF, then EVQ_EUNSUPPORTED, then EVQ_EOS. */
 int evq_declare(evq_t *q, int fd, unsigned interest, unsigned mode, uint64_t token,
                 unsigned *state);
 

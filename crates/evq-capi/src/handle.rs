@@ -121,7 +121,9 @@ fn mode_options(mode: c_uint, token: u64) -> Result<Options, CError> {
 /// the current `EVQ_*` state, read after the registration is in place. Returns
 /// `EVQ_OK`, or a negative `EVQ_E*` code with `errno` set: `EVQ_EBADF`,
 /// `EVQ_EINVAL` (null handle, unknown bits or mode), `EVQ_EUNSUPPORTED` (the
-/// backend lacks the mode or wake-one; `errno` `EOPNOTSUPP`), `EVQ_EOS`.
+/// backend lacks the mode or wake-one; `errno` `EOPNOTSUPP`), `EVQ_EOS`. When
+/// several apply, the first in that order after `EVQ_EINVAL` wins, `EVQ_EINVAL`
+/// first of all: the arguments are judged before any system call touches `fd`.
 ///
 /// # Safety
 /// `q` as for every handle call; `state` is null or points to a writable `unsigned`.

@@ -47,6 +47,11 @@ impl FileIdentities {
         matches!(self.slots.get(fd as usize), Some(Some(old)) if *old != id)
     }
 
+    /// True if `fd` was declared for `id` and not cleared since.
+    pub(crate) fn matches(&self, fd: RawFd, id: FileId) -> bool {
+        matches!(self.slots.get(fd as usize), Some(Some(old)) if *old == id)
+    }
+
     pub(crate) fn record(&mut self, fd: RawFd, id: FileId) {
         let i = fd as usize;
         if i >= self.slots.len() {
@@ -94,6 +99,26 @@ pub(crate) fn declare(
         ids.record(fd, id);
     }
     Ok(state)
+}
+
+/// For an event on `fd`: true if `fd` still names the file that was declared.
+/// Otherwise the number was closed (and maybe reused) since: closing removes the
+/// interest (SEEDS 000), so the registration is forgotten and the event is not
+/// the caller's.
+pub(crate) fn still_declared(
+    queue: &mut evq::EventQueue,
+    ids: &mut FileIdentities,
+    fd: RawFd,
+) -> bool {
+    let same = match identify(fd) {
+        Ok(id) => ids.matches(fd, id),
+        Err(_) => false,
+    };
+    if !same {
+        queue.forget(fd);
+        ids.clear(fd);
+    }
+    same
 }
 
 #[cfg(test)]

@@ -106,8 +106,20 @@ impl DevPoll {
     /// # Errors
     /// Those of [`EventQueue::new`].
     pub fn open() -> io::Result<DevPoll> {
+        Self::with_queue(EventQueue::new()?)
+    }
+
+    /// An empty set on the given evq backend (`DevPoll::open` takes the default).
+    ///
+    /// # Errors
+    /// Those of [`EventQueue::with_backend`].
+    pub fn with_backend(kind: evq::BackendKind) -> io::Result<DevPoll> {
+        Self::with_queue(EventQueue::with_backend(kind)?)
+    }
+
+    fn with_queue(queue: EventQueue) -> io::Result<DevPoll> {
         Ok(DevPoll {
-            queue: EventQueue::new()?,
+            queue,
             entries: HashMap::new(),
             synthetic: BTreeSet::new(),
             batch: Events::with_capacity(64),

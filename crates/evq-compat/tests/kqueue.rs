@@ -402,3 +402,56 @@ fn forget_fd_then_reuse() {
     let got = events(&mut kq, PATIENCE);
     assert!(got.iter().all(|e| e.udata == 2), "{got:?}");
 }
+
+/// kevent(2): a knote is on the active list once, so one call returns it at most
+/// once. Found by the `compat_kqueue` fuzz target: a READ and a WRITE knote ready
+/// on one fd, an eventlist of one (the WRITE event waits for the next call), then
+/// a call with room returned the waiting WRITE event *and* a fresh one for the
+/// same knote.
+#[test]
+fn a_knote_is_returned_at_most_once_per_call() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(
+        &mut kq,
+        &[
+            Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1),
+            Kevent::new(ident(&b), EVFILT_WRITE, EV_ADD, 2),
+        ],
+    );
+    a.write_all(b"x").unwrap();
+    let mut one = [Kevent::default(); 1];
+    assert_eq!(kq.kevent(&[], &mut one, PATIENCE).unwrap(), 1);
+    for _ in 0..3 {
+        let got = events(&mut kq, NOW);
+        let mut knotes: Vec<(i16, usize)> = got.iter().map(|e| (e.filter, e.udata)).collect();
+        knotes.sort();
+        assert_eq!(
+            knotes,
+            [(EVFILT_WRITE, 2), (EVFILT_READ, 1)],
+            "each level knote once per call: {got:?}"
+        );
+    }
+}
+
+/// The same for a level knote under an edge registration (quirk b): its re-poll
+/// and a fresh edge for the fd must not both report it in one call.
+#[test]
+fn a_repolled_level_knote_is_returned_once_per_call() {
+    let (mut a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    change(
+        &mut kq,
+        &[
+            Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1),
+            Kevent::new(ident(&b), EVFILT_WRITE, EV_ADD | EV_CLEAR, 2),
+        ],
+    );
+    a.write_all(b"x").unwrap();
+    assert!(!events(&mut kq, PATIENCE).is_empty());
+    // A new arrival: an edge for the fd while the level READ knote is re-polled.
+    a.write_all(b"y").unwrap();
+    let got = events(&mut kq, NOW);
+    let reads = got.iter().filter(|e| e.filter == EVFILT_READ).count();
+    assert_eq!(reads, 1, "{got:?}");
+}

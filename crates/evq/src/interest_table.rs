@@ -130,6 +130,11 @@ impl InterestTable {
         make_key(fd, self.slots.get(fd as usize).map_or(0, |s| s.generation))
     }
 
+    /// Whether `fd` has a slot already (registering it does not grow the table).
+    pub(crate) fn covers(&self, fd: RawFd) -> bool {
+        (fd as usize) < self.slots.len()
+    }
+
     /// Starts a new registration (new generation) and returns its key.
     pub(crate) fn insert(&mut self, fd: RawFd, reg: Registration) -> Key {
         let i = fd as usize;

@@ -177,6 +177,15 @@ impl EventQueue {
 
     /// A new registration (new generation), or nothing if the kernel refuses it.
     fn register(&mut self, fd: RawFd, reg: Registration) -> io::Result<()> {
+        // The table is indexed by number, so a registration beyond its end grows it
+        // to that number: for a number no descriptor has (`i32::MAX`: 32 GiB) the
+        // allocation would kill the process before the backend could say EBADF.
+        // An open descriptor is below RLIMIT_NOFILE, so checking the number is
+        // open bounds the table by the descriptors the process really has; the
+        // check costs a system call only when the table grows.
+        if !self.table.covers(fd) && !syscall::is_open(fd) {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
         let key = self.table.insert(fd, reg);
         self.backend.add(&watch(fd, key, &reg)).inspect_err(|_| {
             self.table.remove(fd);

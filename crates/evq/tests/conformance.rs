@@ -683,6 +683,37 @@ fn bad_descriptors_are_refused_and_lose_nothing() {
     });
 }
 
+/// Found by the `compat_devpoll` fuzz target: a number no descriptor can have
+/// (`i32::MAX`) grew the interest table to that size (32 GiB) before the backend
+/// could say `EBADF`, and the process died. It must be refused like any closed
+/// number, and cost nothing.
+#[test]
+fn absurd_descriptor_numbers_are_refused_without_growing_the_table() {
+    for_each_backend(every_backend, |kind| {
+        let mut q = EventQueue::with_backend(kind).unwrap();
+        let (ours, peer) = pair();
+        q.declare_interest(fd(&ours), Interest::READ, Options::new(1))
+            .unwrap();
+        for absurd in [i32::MAX, i32::MAX - 1, 1 << 30] {
+            let err = q
+                .declare_interest(absurd, Interest::READ, Options::new(2))
+                .unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::EBADF), "{absurd}: {err}");
+            let err = q
+                .declare_interest(absurd, Interest::empty(), Options::new(2))
+                .unwrap_err();
+            assert_eq!(
+                err.raw_os_error(),
+                Some(libc::EBADF),
+                "revoke {absurd}: {err}"
+            );
+        }
+        assert_eq!(q.registered(), 1);
+        send(&peer, 1);
+        assert_eq!(wait_some(&mut q, 8)[0].token(), 1);
+    });
+}
+
 #[test]
 fn descriptors_above_fd_setsize_work() {
     for_each_backend(every_backend, |kind| {

@@ -49,12 +49,17 @@
 //!    the change's error; FreeBSD would accept them (always readable).
 //! j) **Unknown filters** are `EINVAL`; an ident that is not an open descriptor is
 //!    `EBADF`; `EV_DELETE`/`EV_ENABLE`/`EV_DISABLE` of a missing knote is `ENOENT`.
+//! k) **One event per knote per call.** In FreeBSD a knote sits on the active list
+//!    once, so `kevent` returns it at most once. Here an event can be found twice
+//!    in one call — kept over from a full eventlist, re-polled as a level knote
+//!    (quirk b), and reported again by evq — so each call remembers which knotes it
+//!    returned and which wait in the overflow, and drops the second sighting.
 
 mod filter_data;
 
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Options, Readiness, WakeOneRotation};
 use filter_data::{is_open, poll_now, readable_bytes, writable_space};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -208,6 +213,11 @@ pub struct Kqueue {
     repoll: Vec<(RawFd, i16)>,
     /// Events found but not yet returned (the eventlist was full).
     overflow: VecDeque<Kevent>,
+    /// The knotes (fd, filter) with an event in `overflow`.
+    queued: HashSet<(RawFd, i16)>,
+    /// The knotes the current `kevent` call has returned: a knote is on the active
+    /// list once, so a call returns it at most once (quirk k).
+    reported: HashSet<(RawFd, i16)>,
     /// Wake-one descriptors taken off their wait queue by the last call, to be
     /// added again (at the tail) by the next (quirk d).
     parked: Vec<RawFd>,
@@ -238,6 +248,8 @@ impl Kqueue {
             batch: Events::with_capacity(64),
             repoll: Vec::new(),
             overflow: VecDeque::new(),
+            queued: HashSet::new(),
+            reported: HashSet::new(),
             parked: Vec::new(),
             rotate_every: WakeOneRotation::DEFAULT_EVERY,
         })
@@ -434,11 +446,13 @@ impl Kqueue {
 
     fn scan(&mut self, out: &mut [Kevent], timeout: Option<Duration>) -> io::Result<usize> {
         let mut n = 0;
+        self.reported.clear();
         // Events found earlier that did not fit.
         while n < out.len() {
             let Some(ev) = self.overflow.pop_front() else {
                 break;
             };
+            self.queued.remove(&(ev.ident as RawFd, ev.filter));
             n += self.emit(ev, &mut out[n..]);
         }
         // Level knotes under an edge registration (quirk b).
@@ -446,11 +460,7 @@ impl Kqueue {
             let pending = std::mem::take(&mut self.repoll);
             for (fd, filter) in pending {
                 if let Some(ev) = self.poll_knote(fd, filter) {
-                    if n < out.len() {
-                        n += self.emit(ev, &mut out[n..]);
-                    } else {
-                        self.overflow.push_back(ev);
-                    }
+                    n += self.offer(ev, out, n);
                 }
             }
         }
@@ -471,17 +481,30 @@ impl Kqueue {
             };
             for (filter, _) in notes.enabled() {
                 if let Some(ev) = self.make_event(fd, filter, event.readiness()) {
-                    if n < out.len() {
-                        n += self.emit(ev, &mut out[n..]);
-                    } else {
-                        self.overflow.push_back(ev);
-                    }
+                    n += self.offer(ev, out, n);
                 }
             }
             self.count_wakeone_delivery(fd);
         }
         self.batch = batch;
         Ok(n)
+    }
+
+    /// Returns `ev` in `out[n]` if there is room, else keeps it for the next call —
+    /// unless its knote was already returned by this call or already waits in the
+    /// overflow (quirk k). Returns how many events it wrote (0 or 1).
+    fn offer(&mut self, ev: Kevent, out: &mut [Kevent], n: usize) -> usize {
+        let knote = (ev.ident as RawFd, ev.filter);
+        if self.reported.contains(&knote) || self.queued.contains(&knote) {
+            return 0;
+        }
+        if n < out.len() {
+            self.emit(ev, &mut out[n..])
+        } else {
+            self.queued.insert(knote);
+            self.overflow.push_back(ev);
+            0
+        }
     }
 
     /// Writes `ev` to `out[0]` if its knote still exists and is enabled; applies
@@ -497,6 +520,7 @@ impl Kqueue {
         ev.flags |= knote.flags;
         ev.udata = knote.udata;
         out[0] = ev;
+        self.reported.insert((fd, ev.filter));
         if knote.flags & EV_ONESHOT != 0 {
             let mut after = notes;
             *after.slot(ev.filter) = None;

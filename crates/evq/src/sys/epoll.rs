@@ -28,7 +28,12 @@
 //!    in arrival order among newly ready entries.
 //! e) **`EPOLLET` re-polls at dequeue** and drops an entry whose state no longer
 //!    matches — exactly the paper's "suppress reports that are no longer meaningful"
-//!    — and wakes on every arrival, not only on the not-ready→ready edge.
+//!    — and wakes on every arrival, not only on the not-ready→ready edge. A
+//!    socket wakes with `EPOLLPRI` in its wake-up key on every arrival of ordinary
+//!    data (`sock_def_readable`), so an event-mode registration with `EXCEPT` and
+//!    `WRITE` interest is reported (`WRITE`) again when plain data arrives; the
+//!    queue cannot tell that wake-up from an urgent one (found by the `model`
+//!    fuzz target, whose reference model allows it).
 //! f) **Regular files and directories are refused** with `EPERM` (they are always
 //!    ready); the error reaches the caller unchanged.
 //! g) **The timeout is in milliseconds**; it is rounded up so that a short timeout
