@@ -3,6 +3,7 @@
 //! binary mounts them in two lines. Library users leave the feature off and
 //! build the configs themselves; their builds carry no clap.
 
+use crate::completion_server::IoModel;
 use crate::config::{bounds, AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
 use crate::overload::{OverloadConfig, OverloadPolicy};
 use crate::request::Limits;
@@ -146,6 +147,10 @@ pub struct ServeArgs {
     /// Print the counters as JSON at exit instead of text.
     #[arg(long)]
     pub json: bool,
+    /// I/O model: readiness (an evq backend) or completion (io_uring does the I/O;
+    /// fixed reply only, see `serve_completion`).
+    #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
+    pub io: IoModel,
 }
 
 fn checked_secs(v: f64, what: &str) -> io::Result<Duration> {
@@ -328,6 +333,16 @@ pub fn run_serve(args: &ServeArgs) -> io::Result<()> {
     let cfg = args.to_config()?;
     // Connections are descriptors: take all the hard limit allows.
     let _ = rlimit::increase_nofile_limit(u64::MAX);
+    if args.io == IoModel::Completion {
+        let report = crate::serve_completion(&cfg, |addr| {
+            eprintln!(
+                "evq serve: listening on {addr} ({} thread(s), io_uring completions)",
+                cfg.threads
+            )
+        })?;
+        println!("{report}");
+        return Ok(());
+    }
     let server = ServerHandle::start(&cfg)?;
     note(&format!(
         "evq serve: listening on {} ({} thread(s), {} backend)",

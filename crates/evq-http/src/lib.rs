@@ -30,6 +30,7 @@
 
 #[cfg(feature = "cli")]
 mod cli;
+mod completion_server;
 mod config;
 pub mod date;
 mod files;
@@ -48,6 +49,7 @@ mod worker;
 
 #[cfg(feature = "cli")]
 pub use cli::{run_proxy, run_serve, ProxyArgs, ServeArgs};
+pub use completion_server::{serve_completion, CompletionServeReport, IoModel};
 pub use config::{bounds, AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
 pub use overload::{OverloadConfig, OverloadPolicy};
 pub use proxy::{proxy, ProxyHandle};

@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
+pub mod completion;
 mod event;
 mod interest_table;
 mod load_limiter;

@@ -1,0 +1,712 @@
+//! Completions: the kernel does the I/O and hands back results through a shared
+//! ring — SEEDS 002's "results in shared memory instead of a system call per event",
+//! in its io_uring form. Beside the readiness API ([`EventQueue`](crate::EventQueue)),
+//! a [`CompletionRing`] takes operations (each with a caller's token) and
+//! [`CompletionRing::get_next_completion`] dequeues their results in batches; one
+//! `io_uring_enter` both submits everything queued since the last call and waits.
+//! Needs Linux 6.0 (multishot recv); `SINGLE_ISSUER` 6.0, `DEFER_TASKRUN` 6.1.
+//!
+//! ```no_run
+//! use evq::completion::{CompletionRing, Completions, OpKind};
+//! use std::os::fd::AsRawFd;
+//!
+//! let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+//! let mut ring = CompletionRing::new()?;
+//! ring.accept_multishot(listener.as_raw_fd(), 0);
+//! let mut batch = Completions::with_capacity(64);
+//! ring.get_next_completion(&mut batch, None)?;
+//! for c in batch.iter() {
+//!     if let Some(fd) = c.accepted_fd() {
+//!         ring.recv_multishot(fd, fd as u64);
+//!     }
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Quirks of io_uring completions, and what this module does about them
+//!
+//! a) **A CQE names a request by its `user_data`, and requests outlive their slot.**
+//!    `user_data` is `(generation << 32) | slot`; a slot's generation moves on when it
+//!    is freed, so an [`OpId`] kept after its operation ended can be cancelled
+//!    harmlessly (the cancel answers `ENOENT`) and never hits a newer operation.
+//! b) **Memory an SQE points at must stay put until its CQE.** Sends, writevs and
+//!    timeouts therefore take *owned* buffers, kept in the slot until the final CQE
+//!    (send buffers come back in the completion for reuse). Dropping the ring cancels
+//!    everything in flight and waits for the cancellations before freeing memory; if
+//!    the kernel does not confirm within two seconds the memory is leaked, not freed
+//!    under the kernel's feet.
+//! c) **Multishot requests end on their own.** A CQE without `IORING_CQE_F_MORE` ends
+//!    the request — at EOF and on errors, but also when the CQ overflowed or (recv)
+//!    when the provided-buffer ring ran dry (`ENOBUFS`). Ends that are not the
+//!    operation's own (`ENOBUFS`, a final CQE that still carried data or a
+//!    connection) are re-armed by the ring under the same [`OpId`], so the caller sees
+//!    one unbroken operation; only EOF, real errors and cancels end it for the caller.
+//! d) **`ENOBUFS` loses nothing, if the re-arm waits for buffers.** The data stays in
+//!    the socket; what must not happen is re-arming at once, which would fail again
+//!    and spin. Buffers handed out in a batch are lent back to the kernel at the start
+//!    of the next `get_next_completion` (one release store of the ring tail), and
+//!    recvs stopped by `ENOBUFS` are re-armed right after that, before the wait. A
+//!    batch that holds no buffers frees none, so a dequeue that reaped only `ENOBUFS`
+//!    ends recycles and re-arms within the same call.
+//! e) **Received data lives in the ring's buffers**, not in the caller's:
+//!    [`CompletionRing::received`] borrows the ring, so the borrow checker ends the
+//!    loan before the next dequeue recycles it; a completion kept past that carries
+//!    an old epoch and `received` answers `None` rather than another connection's
+//!    bytes. An idle connection holds no buffer at all (the point of provided buffers).
+//! f) **The CQ ring can overflow.** With `IORING_FEAT_NODROP` (required) the kernel
+//!    parks extra CQEs and sets `IORING_SQ_CQ_OVERFLOW`; they come back only on an
+//!    enter with `GETEVENTS`, which the dequeue makes whenever the flag is up and the
+//!    batch has room. CQEs the kernel could not even park (the `overflow` counter)
+//!    are unrecoverable: the dequeue then fails with an error saying so.
+//! g) **`SINGLE_ISSUER` / `DEFER_TASKRUN` tie the ring to its creating thread**: another
+//!    thread's enter fails with `EEXIST`, and deferred completions are posted only
+//!    when the owner enters with `GETEVENTS` — so even a zero-timeout dequeue enters.
+//!    A [`CompletionRing`] is therefore neither `Send` nor `Sync`: build one per thread.
+//!    Flags the kernel refuses are dropped ([`Setup::IfAvailable`]) or reported
+//!    ([`Setup::Required`]).
+//! h) **Submission is lazy.** Operations only queue SQEs (spilling to a user-space
+//!    backlog when the SQ is full); the next dequeue submits them in the same enter
+//!    that waits. [`CompletionRing::submit`] flushes without waiting.
+//! i) **A request holds a reference to its file**: closing a descriptor (even with
+//!    [`CompletionRing::close`]) does not end a multishot recv or accept armed on it;
+//!    cancel those first, or shut the socket down. A stream `send` may complete
+//!    short; the ring sends the rest itself before completing (one completion per
+//!    send, carrying the total). `writev` completes after one attempt, possibly short.
+//! j) **Dropping a ring interrupts its creator thread** (see the uring backend's quirk
+//!    k): its next blocking call may return `EINTR` once.
+
+mod batch;
+mod buffer_ring;
+mod setup;
+
+pub use batch::{Completion, Completions, OpId, OpKind};
+pub use setup::{CompletionOptions, RingSetup, Setup};
+
+use buffer_ring::BufferRing;
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::collections::VecDeque;
+use std::io;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// `user_data` of the ring's own cancel-everything request at drop.
+const INTERNAL: u64 = u64::MAX;
+/// The buffer group id used for receives.
+const RECV_GROUP: u16 = 0;
+
+/// Counters of what the ring did on the caller's behalf.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompletionStats {
+    /// `io_uring_enter` calls made by the ring.
+    pub enters: u64,
+    /// Multishot recvs re-armed after the buffer ring ran dry (`ENOBUFS`).
+    pub enobufs_rearms: u64,
+    /// Multishot requests re-armed after ending on their own with a result.
+    pub multishot_rearms: u64,
+    /// Enters made to bring back CQEs the kernel parked while the CQ was full.
+    pub cq_overflow_flushes: u64,
+    /// Short sends continued by the ring.
+    pub partial_sends: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum OpState {
+    /// The kernel has (or the SQ/backlog holds) the request.
+    Submitted,
+    /// A multishot request that ended on its own, waiting to be re-armed.
+    AwaitingRearm,
+}
+
+struct Op {
+    token: u64,
+    kind: OpKind,
+    fd: RawFd,
+    state: OpState,
+    cancelled: bool,
+    /// Send/writev payload, kept until the final CQE (quirk b).
+    bufs: Vec<Vec<u8>>,
+    iovecs: Vec<libc::iovec>,
+    sent: usize,
+    timespec: Option<Box<types::Timespec>>,
+}
+
+/// An io_uring owned by one thread, running accept, recv, send, writev, close,
+/// timeout and cancel operations and handing back their results in batches.
+///
+/// Every operation takes a caller's `token` (returned in its completions) and
+/// returns an [`OpId`] (for [`cancel`](Self::cancel)). See the module docs for the
+/// quirks this type handles.
+pub struct CompletionRing {
+    // Field order is drop order: the ring (and every request in it) goes first.
+    ring: IoUring,
+    /// Dropped by hand in `Drop`, and only once the kernel is done with it (quirk b).
+    buffers: ManuallyDrop<BufferRing>,
+    slots: Vec<Option<Op>>,
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    live: usize,
+    backlog: VecDeque<squeue::Entry>,
+    /// Buffers handed out in the current batch, lent back at the next dequeue.
+    lent: Vec<u16>,
+    rearm: Vec<u64>,
+    /// CQEs copied out of the ring before handling (user_data, result, flags).
+    scratch: Vec<(u64, i32, u32)>,
+    synthetic: VecDeque<Completion>,
+    epoch: u64,
+    setup: RingSetup,
+    stats: CompletionStats,
+    /// Quirk g: the ring belongs to the thread that built it.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl CompletionRing {
+    /// A ring with [`CompletionOptions::default`].
+    pub fn new() -> io::Result<Self> {
+        Self::with_options(CompletionOptions::default())
+    }
+
+    /// A ring with the given sizes and setup flags; every field is range-checked.
+    pub fn with_options(options: CompletionOptions) -> io::Result<Self> {
+        options.validate()?;
+        let (ring, setup) = setup::build(&options)?;
+        let buffers = BufferRing::register(
+            &ring,
+            RECV_GROUP,
+            options.buffers as u16,
+            options.buffer_size,
+        )?;
+        Ok(CompletionRing {
+            ring,
+            buffers: ManuallyDrop::new(buffers),
+            slots: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            backlog: VecDeque::new(),
+            lent: Vec::new(),
+            rearm: Vec::new(),
+            scratch: Vec::new(),
+            synthetic: VecDeque::new(),
+            epoch: 0,
+            setup,
+            stats: CompletionStats::default(),
+            _not_send: PhantomData,
+        })
+    }
+
+    /// The setup flags this ring got from the kernel.
+    pub fn setup(&self) -> RingSetup {
+        self.setup
+    }
+
+    /// What the ring did on the caller's behalf so far.
+    pub fn stats(&self) -> CompletionStats {
+        self.stats
+    }
+
+    /// Operations submitted whose final completion has not been dequeued yet.
+    pub fn in_flight(&self) -> usize {
+        self.live
+    }
+
+    /// Number of receive buffers, and bytes per buffer.
+    pub fn buffer_geometry(&self) -> (u32, u32) {
+        (self.buffers.count() as u32, self.buffers.buffer_size())
+    }
+
+    /// Multishot accept on a listening socket: one completion per connection, whose
+    /// [`Completion::accepted_fd`] the caller owns (close-on-exec, blocking mode —
+    /// io_uring does not need non-blocking sockets).
+    pub fn accept_multishot(&mut self, listener: RawFd, token: u64) -> OpId {
+        let id = self.insert(Op::new(token, OpKind::Accept, listener));
+        self.arm(id);
+        OpId(id)
+    }
+
+    /// Multishot recv into the provided-buffer ring: one completion per arrival, with
+    /// the data readable through [`received`](Self::received); a result of 0 means the
+    /// peer closed its side and ends the operation.
+    pub fn recv_multishot(&mut self, fd: RawFd, token: u64) -> OpId {
+        let id = self.insert(Op::new(token, OpKind::Recv, fd));
+        self.arm(id);
+        OpId(id)
+    }
+
+    /// Sends all of `data` (`MSG_NOSIGNAL`: a closed peer is `EPIPE`, not a signal),
+    /// continuing short sends itself; the completion carries the total and hands
+    /// `data` back ([`Completion::take_buffers`]).
+    pub fn send(&mut self, fd: RawFd, data: Vec<u8>, token: u64) -> OpId {
+        let mut op = Op::new(token, OpKind::Send, fd);
+        op.bufs.push(data);
+        let id = self.insert(op);
+        self.push_send(id);
+        OpId(id)
+    }
+
+    /// One `writev` of `bufs` (may complete short; the count says how much went).
+    pub fn writev(&mut self, fd: RawFd, bufs: Vec<Vec<u8>>, token: u64) -> OpId {
+        let mut op = Op::new(token, OpKind::Writev, fd);
+        op.iovecs = bufs
+            .iter()
+            .map(|b| libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        op.bufs = bufs;
+        let id = self.insert(op);
+        let o = self.op(id);
+        let e = opcode::Writev::new(types::Fd(o.fd), o.iovecs.as_ptr(), o.iovecs.len() as u32)
+            .build()
+            .user_data(id);
+        self.push(e);
+        OpId(id)
+    }
+
+    /// Closes `fd` through the ring. The caller gives up the descriptor now.
+    pub fn close(&mut self, fd: RawFd, token: u64) -> OpId {
+        let id = self.insert(Op::new(token, OpKind::Close, fd));
+        self.push(opcode::Close::new(types::Fd(fd)).build().user_data(id));
+        OpId(id)
+    }
+
+    /// A timeout completing after `after` with result 0 (or `ECANCELED`).
+    pub fn timeout(&mut self, after: Duration, token: u64) -> OpId {
+        let mut op = Op::new(token, OpKind::Timeout, -1);
+        op.timespec = Some(Box::new(types::Timespec::from(after)));
+        let id = self.insert(op);
+        let ts: *const types::Timespec = &**self.op(id).timespec.as_ref().expect("just set");
+        self.push(opcode::Timeout::new(ts).build().user_data(id));
+        OpId(id)
+    }
+
+    /// A no-op that completes at once with result 0.
+    pub fn nop(&mut self, token: u64) -> OpId {
+        let id = self.insert(Op::new(token, OpKind::Nop, -1));
+        self.push(opcode::Nop::new().build().user_data(id));
+        OpId(id)
+    }
+
+    /// Cancels `target`. The cancel completes (with `token`) with 0 if the target was
+    /// found, `ENOENT` if it had already finished, `EALREADY` if it was running and
+    /// could not be stopped; the target itself then completes with `ECANCELED` (or
+    /// with its own result, if it won the race).
+    pub fn cancel(&mut self, target: OpId, token: u64) -> OpId {
+        let id = self.insert(Op::new(token, OpKind::Cancel, -1));
+        match self.live_op(target.0).map(|o| o.state) {
+            None => self.synthesize(id, -libc::ENOENT),
+            Some(OpState::AwaitingRearm) => {
+                // Not in the kernel: end it here (quirk c), and the cancel succeeds.
+                self.rearm.retain(|&r| r != target.0);
+                self.synthesize(target.0, -libc::ECANCELED);
+                self.synthesize(id, 0);
+            }
+            Some(OpState::Submitted) => {
+                self.op_mut(target.0).cancelled = true;
+                let e = opcode::AsyncCancel::new(target.0).build().user_data(id);
+                self.push(e);
+            }
+        }
+        OpId(id)
+    }
+
+    /// Submits queued operations without waiting for any.
+    pub fn submit(&mut self) -> io::Result<()> {
+        self.flush_backlog();
+        self.stats.enters += 1;
+        match self.ring.submit() {
+            Ok(_) => Ok(()),
+            Err(e) if busy(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The data of a `Recv` completion from the latest dequeue; `None` for other
+    /// completions and for ones kept past a later dequeue (quirk e).
+    pub fn received(&self, c: &Completion) -> Option<&[u8]> {
+        let (bid, len) = c.buffer?;
+        (c.epoch_matches(self.epoch)).then(|| self.buffers.data(bid, len))
+    }
+
+    /// Fills `out` with up to its capacity of completions, waiting up to `timeout`
+    /// (`None`: until at least one) for the first. Submits everything queued first,
+    /// lends the previous batch's receive buffers back and re-arms receives that ran
+    /// out of buffers. Returns the number of completions.
+    pub fn get_next_completion(
+        &mut self,
+        out: &mut Completions,
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
+        out.items.clear();
+        self.epoch += 1;
+        self.recycle_and_rearm();
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut entered = false;
+        let mut flush_fruitless = false;
+        loop {
+            while out.items.len() < out.capacity {
+                match self.synthetic.pop_front() {
+                    Some(mut c) => {
+                        c.epoch = self.epoch;
+                        out.items.push(c);
+                    }
+                    None => break,
+                }
+            }
+            self.flush_backlog();
+            let before = out.items.len();
+            self.reap(out)?;
+            if flush_fruitless && out.items.len() == before {
+                flush_fruitless = false;
+            } else if out.items.len() < out.capacity && self.ring.submission().cq_overflow() {
+                // Quirk f: bring the parked CQEs back and reap again.
+                flush_fruitless = true;
+                self.stats.cq_overflow_flushes += 1;
+                self.stats.enters += 1;
+                match self.ring.submit_and_wait(0) {
+                    Ok(_) => {}
+                    Err(e) if busy(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+                continue;
+            }
+            if !out.items.is_empty() {
+                if !self.ring.submission().is_empty() {
+                    self.submit()?;
+                }
+                break;
+            }
+            // Nothing yet: nothing is lent either, so recvs stopped by ENOBUFS can
+            // go again now (quirk d).
+            self.recycle_and_rearm();
+            let wait = match deadline {
+                None => None,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() && entered {
+                        break;
+                    }
+                    Some(left)
+                }
+            };
+            self.flush_backlog();
+            entered = true;
+            self.stats.enters += 1;
+            let ts = types::Timespec::from(wait.unwrap_or_default());
+            let until = types::SubmitArgs::new().timespec(&ts);
+            let forever = types::SubmitArgs::new();
+            let args = if wait.is_none() { &forever } else { &until };
+            match self.ring.submitter().submit_with_args(1, args) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
+                Err(e) if busy(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out.items.len())
+    }
+
+    fn recycle_and_rearm(&mut self) {
+        if !self.lent.is_empty() {
+            for bid in self.lent.drain(..) {
+                self.buffers.push(bid);
+            }
+            self.buffers.publish();
+        }
+        for id in std::mem::take(&mut self.rearm) {
+            if self.live_op(id).is_some() {
+                self.op_mut(id).state = OpState::Submitted;
+                self.arm(id);
+            }
+        }
+    }
+
+    /// Moves CQEs into `out` until it is full or the CQ is empty.
+    fn reap(&mut self, out: &mut Completions) -> io::Result<()> {
+        let lost = self.ring.completion().overflow();
+        if lost != 0 {
+            return Err(io::Error::other(format!(
+                "io_uring dropped {lost} completions the kernel could not park (quirk f)"
+            )));
+        }
+        loop {
+            let room = out.capacity - out.items.len();
+            if room == 0 {
+                break;
+            }
+            self.scratch.clear();
+            // One view of the CQ per pass: its head is published once, on drop.
+            self.scratch.extend(
+                self.ring
+                    .completion()
+                    .take(room)
+                    .map(|c| (c.user_data(), c.result(), c.flags())),
+            );
+            if self.scratch.is_empty() {
+                break;
+            }
+            for i in 0..self.scratch.len() {
+                let (id, result, flags) = self.scratch[i];
+                if let Some(c) = self.complete(id, result, flags) {
+                    out.items.push(c);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Turns one CQE into a caller's completion, or handles it inside (re-arm,
+    /// send continuation).
+    fn complete(&mut self, id: u64, result: i32, flags: u32) -> Option<Completion> {
+        if id == INTERNAL || self.live_op(id).is_none() {
+            return None;
+        }
+        let more = cqueue::more(flags);
+        let op = self.op(id);
+        let (kind, cancelled, token) = (op.kind, op.cancelled, op.token);
+        let mut buffer = None;
+        let mut returned = None;
+        let mut result = result;
+        let mut goes_on = false;
+        match kind {
+            OpKind::Accept | OpKind::Recv => {
+                if let Some(bid) = cqueue::buffer_select(flags) {
+                    self.lent.push(bid);
+                    buffer = Some((bid, result.max(0) as u32));
+                }
+                let ended_by_kernel =
+                    !more && (result > 0 || (kind == OpKind::Accept && result == 0));
+                if result == -libc::ENOBUFS && kind == OpKind::Recv {
+                    if cancelled {
+                        result = -libc::ECANCELED;
+                    } else {
+                        self.stats.enobufs_rearms += 1;
+                        self.schedule_rearm(id);
+                        return None;
+                    }
+                } else if more {
+                    goes_on = true;
+                } else if ended_by_kernel && !cancelled {
+                    self.stats.multishot_rearms += 1;
+                    self.schedule_rearm(id);
+                    goes_on = true;
+                }
+            }
+            OpKind::Send => {
+                let total = self.op(id).bufs[0].len();
+                if result > 0 {
+                    let op = self.op_mut(id);
+                    op.sent += result as usize;
+                    if op.sent < total && !cancelled {
+                        self.stats.partial_sends += 1;
+                        self.push_send(id);
+                        return None;
+                    }
+                }
+                let sent = self.op(id).sent;
+                if result >= 0 || sent > 0 {
+                    result = sent as i32;
+                }
+            }
+            OpKind::Timeout => {
+                if result == -libc::ETIME {
+                    result = 0;
+                }
+            }
+            OpKind::Writev | OpKind::Close | OpKind::Cancel | OpKind::Nop => {}
+        }
+        if !goes_on {
+            let op = self.remove(id);
+            if matches!(kind, OpKind::Send | OpKind::Writev) {
+                returned = Some(op.bufs);
+            }
+        }
+        Some(Completion {
+            token,
+            op: OpId(id),
+            kind,
+            result,
+            more: goes_on,
+            buffer,
+            returned,
+            epoch: self.epoch,
+        })
+    }
+
+    fn schedule_rearm(&mut self, id: u64) {
+        self.op_mut(id).state = OpState::AwaitingRearm;
+        self.rearm.push(id);
+    }
+
+    /// Queues the (multishot) request for an accept or recv op.
+    fn arm(&mut self, id: u64) {
+        let o = self.op(id);
+        let e = match o.kind {
+            OpKind::Accept => opcode::AcceptMulti::new(types::Fd(o.fd))
+                .flags(libc::SOCK_CLOEXEC)
+                .build(),
+            OpKind::Recv => opcode::RecvMulti::new(types::Fd(o.fd), self.buffers.group()).build(),
+            other => unreachable!("arm on {other:?}"),
+        };
+        self.push(e.user_data(id));
+    }
+
+    fn push_send(&mut self, id: u64) {
+        let o = self.op(id);
+        let rest = &o.bufs[0][o.sent..];
+        let e = opcode::Send::new(types::Fd(o.fd), rest.as_ptr(), rest.len() as u32)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(id);
+        self.push(e);
+    }
+
+    fn push(&mut self, e: squeue::Entry) {
+        if self.backlog.is_empty() {
+            // SAFETY: every pointer in our SQEs points into memory the op's slot owns
+            // until its final CQE (quirk b), or into the buffer ring (until drop).
+            if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                return;
+            }
+        }
+        self.backlog.push_back(e);
+    }
+
+    fn flush_backlog(&mut self) {
+        while let Some(e) = self.backlog.front() {
+            // SAFETY: as in `push`.
+            if unsafe { self.ring.submission().push(e) }.is_err() {
+                self.stats.enters += 1;
+                match self.ring.submit() {
+                    Ok(_) => {}
+                    // Quirk f: the kernel wants its CQ drained first; the next
+                    // dequeue pass reaps and comes back here.
+                    Err(_) => return,
+                }
+                // SAFETY: as in `push`.
+                if unsafe { self.ring.submission().push(e) }.is_err() {
+                    return;
+                }
+            }
+            self.backlog.pop_front();
+        }
+    }
+
+    fn synthesize(&mut self, id: u64, result: i32) {
+        let op = self.remove(id);
+        self.synthetic.push_back(Completion {
+            token: op.token,
+            op: OpId(id),
+            kind: op.kind,
+            result,
+            more: false,
+            buffer: None,
+            returned: matches!(op.kind, OpKind::Send | OpKind::Writev).then_some(op.bufs),
+            epoch: 0,
+        });
+    }
+
+    fn insert(&mut self, op: Op) -> u64 {
+        self.live += 1;
+        let slot = match self.free.pop() {
+            Some(s) => s as usize,
+            None => {
+                self.slots.push(None);
+                self.generations.push(0);
+                self.slots.len() - 1
+            }
+        };
+        self.slots[slot] = Some(op);
+        (self.generations[slot] as u64) << 32 | slot as u64
+    }
+
+    fn live_op(&self, id: u64) -> Option<&Op> {
+        let slot = (id & u32::MAX as u64) as usize;
+        if self.generations.get(slot).copied() != Some((id >> 32) as u32) {
+            return None;
+        }
+        self.slots[slot].as_ref()
+    }
+
+    fn op(&self, id: u64) -> &Op {
+        self.live_op(id).expect("live op")
+    }
+
+    fn op_mut(&mut self, id: u64) -> &mut Op {
+        let slot = (id & u32::MAX as u64) as usize;
+        self.slots[slot].as_mut().expect("live op")
+    }
+
+    fn remove(&mut self, id: u64) -> Op {
+        let slot = (id & u32::MAX as u64) as usize;
+        let op = self.slots[slot].take().expect("live op");
+        self.generations[slot] = self.generations[slot].wrapping_add(1);
+        self.free.push(slot as u32);
+        self.live -= 1;
+        op
+    }
+}
+
+impl Op {
+    fn new(token: u64, kind: OpKind, fd: RawFd) -> Self {
+        Op {
+            token,
+            kind,
+            fd,
+            state: OpState::Submitted,
+            cancelled: false,
+            bufs: Vec::new(),
+            iovecs: Vec::new(),
+            sent: 0,
+            timespec: None,
+        }
+    }
+}
+
+fn busy(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN))
+}
+
+impl Drop for CompletionRing {
+    fn drop(&mut self) {
+        // Quirk b: no buffer may be freed while the kernel can still write to it.
+        let in_kernel = |r: &Self| {
+            r.slots
+                .iter()
+                .flatten()
+                .any(|o| o.state == OpState::Submitted)
+        };
+        if in_kernel(self) {
+            self.backlog.clear();
+            let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+                .build()
+                .user_data(INTERNAL);
+            // SAFETY: the cancel request points at no memory.
+            let _ = unsafe { self.ring.submission().push(&cancel_all) };
+            let give_up = Instant::now() + Duration::from_secs(2);
+            while in_kernel(self) && Instant::now() < give_up {
+                let ts = types::Timespec::from(Duration::from_millis(10));
+                let args = types::SubmitArgs::new().timespec(&ts);
+                let _ = self.ring.submitter().submit_with_args(1, &args);
+                loop {
+                    let next = self.ring.completion().next();
+                    let Some(cqe) = next else { break };
+                    let id = cqe.user_data();
+                    if id != INTERNAL && self.live_op(id).is_some() && !cqueue::more(cqe.flags()) {
+                        self.remove(id);
+                    }
+                }
+            }
+        }
+        if in_kernel(self) {
+            // Leak rather than free memory the kernel may still write into.
+            std::mem::forget(std::mem::take(&mut self.slots));
+        } else {
+            // SAFETY: dropped once, here, and never used again; nothing in the
+            // kernel refers to the buffers any more.
+            unsafe { ManuallyDrop::drop(&mut self.buffers) };
+        }
+    }
+}
