@@ -4,6 +4,7 @@
 
 use super::Records;
 use crate::experiment::{Judged, Outcome};
+use crate::plot::{Chart, Figure, Series};
 use crate::verdict::ClaimCheck;
 use evq_faults::soak::{SoakReport, FD_SLOPE_MAX_PER_MIN, RSS_SLOPE_MAX_KIB_PER_MIN};
 use evq_faults::FaultRow;
@@ -202,6 +203,45 @@ fn soak_checks(s: &SoakReport) -> Vec<ClaimCheck> {
     ]
 }
 
+const CAPTION_SOAK_RSS: &str = "Anonymous resident memory of evq serve and evq proxy over the soak (flat means no leak; the first tenth is warm-up and left out of the slope).";
+const CAPTION_SOAK_FDS: &str = "Open descriptors of evq serve and evq proxy over the soak (live connections come and go; the slope, not a single reading, is judged).";
+
+/// Memory and descriptors of each program against time: a line per program.
+fn soak_figures(s: &SoakReport) -> Vec<Figure> {
+    let series = |y: fn(&evq_faults::soak::Sample) -> f64| -> Vec<Series> {
+        s.programs
+            .iter()
+            .map(|p| Series {
+                name: format!("evq {}", p.program),
+                points: p.samples.iter().map(|x| (x.t, y(x))).collect(),
+                evq: true,
+            })
+            .collect()
+    };
+    vec![
+        Figure::new(
+            "reliability-soak-rss",
+            CAPTION_SOAK_RSS,
+            Chart::linear(
+                "evq soak: anonymous memory".into(),
+                "seconds",
+                "KiB",
+                series(|x| x.anon_rss_kib as f64),
+            ),
+        ),
+        Figure::new(
+            "reliability-soak-fds",
+            CAPTION_SOAK_FDS,
+            Chart::linear(
+                "evq soak: open descriptors".into(),
+                "seconds",
+                "descriptors",
+                series(|x| x.fds as f64),
+            ),
+        ),
+    ]
+}
+
 pub(super) fn judge(r: &Records) -> Judged {
     let claims_f: Vec<String> = FAULT_CLAIMS.iter().map(|c| c.to_string()).collect();
     let mut j = r.faults.judge(
@@ -217,6 +257,7 @@ pub(super) fn judge(r: &Records) -> Judged {
         r.soak
             .judge(&claims_s, "evq soak did not run", |s: &SoakReport| Judged {
                 checks: soak_checks(s),
+                figures: soak_figures(s),
                 ..Judged::default()
             }),
     );
@@ -240,3 +281,6 @@ pub(super) fn judge(r: &Records) -> Judged {
     ));
     j
 }
+
+#[cfg(test)]
+mod tests;
