@@ -52,6 +52,49 @@ pub fn fd_count(pid: u32) -> io::Result<usize> {
     process(pid)?.fd_count().map_err(proc_error)
 }
 
+/// Open descriptors of `pid` apart from its TCP sockets connected to port
+/// `peer_port` of a loopback peer (`None`: every descriptor). `evq proxy` keeps
+/// up to `--pool-size` idle connections to its origin on purpose; how many it
+/// holds after a fault depends on how many requests overlapped, so the
+/// proxy's descriptors are compared with their baseline without them.
+///
+/// # Errors
+/// As [`usage`].
+pub fn fd_count_apart_from(pid: u32, peer_port: Option<u16>) -> io::Result<usize> {
+    let Some(port) = peer_port else {
+        return fd_count(pid);
+    };
+    let p = process(pid)?;
+    let sockets: std::collections::HashSet<u64> = p
+        .fd()
+        .map_err(proc_error)?
+        .filter_map(|fd| match fd.ok()?.target {
+            procfs::process::FDTarget::Socket(inode) => Some(inode),
+            _ => None,
+        })
+        .collect();
+    let total = p.fd_count().map_err(proc_error)?;
+    let pooled = p
+        .tcp()
+        .map_err(proc_error)?
+        .into_iter()
+        .chain(p.tcp6().unwrap_or_default())
+        .filter(|e| e.remote_address.port() == port && sockets.contains(&e.inode))
+        .count();
+    Ok(total.saturating_sub(pooled))
+}
+
+/// [`usage`] with descriptors counted as [`fd_count_apart_from`] counts them.
+///
+/// # Errors
+/// As [`usage`].
+pub fn usage_apart_from(pid: u32, peer_port: Option<u16>) -> io::Result<Usage> {
+    Ok(Usage {
+        fds: fd_count_apart_from(pid, peer_port)?,
+        anon_rss_kib: anon_rss_kib(pid)?,
+    })
+}
+
 /// Anonymous resident memory of `pid`, KiB (`/proc/PID/smaps_rollup`, counted
 /// page by page; `RssAnon` of `status` is a per-CPU estimate that can be off by
 /// hundreds of KiB).
@@ -108,15 +151,21 @@ pub fn cpu_share(pid: u32, window: Duration) -> io::Result<f64> {
     Ok(after.saturating_sub(before).as_secs_f64() / wall)
 }
 
-/// Waits up to `limit` until `pid` holds at most `fds` descriptors; the count
-/// last seen.
+/// Waits up to `limit` until `pid` holds at most `fds` descriptors (counted
+/// apart from connections to `peer_port`, as [`fd_count_apart_from`]); the
+/// count last seen.
 ///
 /// # Errors
 /// As [`usage`].
-pub fn wait_fds_at_most(pid: u32, fds: usize, limit: Duration) -> io::Result<usize> {
+pub fn wait_fds_at_most(
+    pid: u32,
+    peer_port: Option<u16>,
+    fds: usize,
+    limit: Duration,
+) -> io::Result<usize> {
     let until = Instant::now() + limit;
     loop {
-        let now = fd_count(pid)?;
+        let now = fd_count_apart_from(pid, peer_port)?;
         if now <= fds || Instant::now() >= until {
             return Ok(now);
         }

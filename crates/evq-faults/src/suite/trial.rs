@@ -72,6 +72,9 @@ pub(crate) struct Trial<'a> {
     live: Option<LiveClients>,
     pub(crate) resources: Resources,
     pid: u32,
+    /// The origin's port for `evq proxy` (its pooled origin connections are
+    /// left out of the descriptor count), `None` for `evq serve`.
+    pool_port: Option<u16>,
     addr: SocketAddr,
     started: Instant,
 }
@@ -126,6 +129,7 @@ impl<'a> Trial<'a> {
             cfg,
             row,
             pid: server.pid(),
+            pool_port: None,
             addr: server.addr(),
             server: Some(server),
             origin: None,
@@ -171,12 +175,13 @@ impl<'a> Trial<'a> {
             format!(
                 "{injected}; evq {}",
                 args.join(" ").replace(&origin.addr().to_string(), "ORIGIN")
-            ),
+            ) + "; descriptors counted apart from pooled origin connections (at most --pool-size, kept on purpose)",
         );
         Ok(Trial {
             cfg,
             row,
             pid: server.pid(),
+            pool_port: Some(origin.addr().port()),
             addr: server.addr(),
             server: Some(server),
             origin: Some(origin),
@@ -238,7 +243,7 @@ impl<'a> Trial<'a> {
         for p in paths {
             fetch(self.addr, p, Duration::from_secs(20))?;
         }
-        let baseline = settle(self.pid)?;
+        let baseline = settle(self.pid, self.pool_port)?;
         self.resources.baseline = baseline;
         self.resources.peak = baseline;
         Ok(baseline)
@@ -258,7 +263,7 @@ impl<'a> Trial<'a> {
 
     /// Reads descriptors and memory and keeps the peak.
     pub(crate) fn sample(&mut self) {
-        if let Ok(u) = usage::usage(self.pid) {
+        if let Ok(u) = usage::usage_apart_from(self.pid, self.pool_port) {
             let p = &mut self.resources.peak;
             p.fds = p.fds.max(u.fds);
             p.anon_rss_kib = p.anon_rss_kib.max(u.anon_rss_kib);
@@ -327,7 +332,8 @@ impl<'a> Trial<'a> {
             return self.died();
         }
         let baseline = self.resources.baseline;
-        let fds = usage::wait_fds_at_most(self.pid, baseline.fds, fd_wait).unwrap_or(usize::MAX);
+        let fds = usage::wait_fds_at_most(self.pid, self.pool_port, baseline.fds, fd_wait)
+            .unwrap_or(usize::MAX);
         // The last closes free memory a moment later than their descriptors.
         std::thread::sleep(Duration::from_millis(200));
         let rss = usage::anon_rss_kib(self.pid).unwrap_or(u64::MAX);
@@ -430,16 +436,16 @@ pub(crate) fn fetch(addr: SocketAddr, path: &str, timeout: Duration) -> io::Resu
 
 /// Waits until the descriptor count holds still for 300 ms (every client gone),
 /// then reads descriptors and memory.
-fn settle(pid: u32) -> io::Result<Usage> {
+fn settle(pid: u32, pool_port: Option<u16>) -> io::Result<Usage> {
     let until = Instant::now() + Duration::from_secs(10);
-    let mut last = usage::fd_count(pid)?;
+    let mut last = usage::fd_count_apart_from(pid, pool_port)?;
     loop {
         std::thread::sleep(Duration::from_millis(300));
-        let now = usage::fd_count(pid)?;
+        let now = usage::fd_count_apart_from(pid, pool_port)?;
         if now == last || Instant::now() > until {
             break;
         }
         last = now;
     }
-    usage::usage(pid)
+    usage::usage_apart_from(pid, pool_port)
 }
