@@ -114,7 +114,11 @@ fn every_connection_accepted_exactly_once() {
 #[test]
 fn both_figures_have_a_line_per_backend() {
     let r = records();
-    let judged = Reliability.judge(&r);
+    let mut judged = Reliability.judge(&r);
+    // The soak's two figures are tested with its rules.
+    judged
+        .figures
+        .retain(|f| !f.stem.starts_with("reliability-soak"));
     assert_eq!(judged.figures.len(), 2);
     let backends = crate::plot::distinct(
         match &r.torture {
