@@ -2,6 +2,7 @@
 //! the servers, load generators and the lab.
 
 mod backends_cmd;
+mod faults_cmd;
 mod lab_args;
 mod pipebench_args;
 mod torture_cmd;
@@ -46,6 +47,15 @@ enum Command {
     /// Drive every backend hard under random churn and keep an exactly-once ledger:
     /// lost, duplicated, stale and misdelivered events per backend and thread count.
     Torture(torture_cmd::TortureArgs),
+    /// Inject faults into evq serve, evq proxy and evq load (hostile clients, a
+    /// crashing or garbage-answering origin, files changed under the server,
+    /// descriptor exhaustion, SIGTERM) while live clients are measured; a table
+    /// of faults × outcome.
+    Faults(faults_cmd::FaultsArgs),
+    /// A long mixed run against evq serve and evq proxy (keep-alive, new
+    /// connections, slow clients, resets, bad requests, evq load beside them):
+    /// memory and descriptor slopes, every valid request's fate.
+    Soak(faults_cmd::SoakArgs),
     /// Re-run the source papers' experiments on this kernel and write a report
     /// (lab-report/index.html, PNG plots, results.json).
     Lab(lab_args::LabArgs),
@@ -63,6 +73,16 @@ fn main() -> ExitCode {
         Command::Wan(args) => evq_load::wan_command(&args),
         Command::Herd(args) => evq_herd::cli(&args),
         Command::Torture(args) => match torture_cmd::run(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
+        Command::Faults(args) => match faults_cmd::run_faults(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
+        Command::Soak(args) => match faults_cmd::run_soak(&args) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::FAILURE,
             Err(e) => Err(e),

@@ -11,8 +11,39 @@ const OVERFLOW: &str = "when the kernel's own event queue overflows (RT signal q
 const NO_STARVATION: &str = "no ready descriptor starves: every record is read within 2 s of being written while its channel is watched";
 const SHARED_LISTENERS: &str = "a listener shared by several queues (wake-one where the backend has it) hands every connection to exactly one of them";
 
-/// Every claim, in report order.
-pub(super) const CLAIMS: [&str; 4] = [EXACTLY_ONCE, OVERFLOW, NO_STARVATION, SHARED_LISTENERS];
+/// The torture's claims.
+pub(super) const TORTURE_CLAIMS: [&str; 4] =
+    [EXACTLY_ONCE, OVERFLOW, NO_STARVATION, SHARED_LISTENERS];
+
+/// `a` then `b` then `c`, in a const (the claims list is a const of the trait).
+const fn concat<const A: usize, const B: usize, const C: usize, const N: usize>(
+    a: [&'static str; A],
+    b: [&'static str; B],
+    c: [&'static str; C],
+) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < A + B {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    while i < N {
+        out[i] = c[i - A - B];
+        i += 1;
+    }
+    out
+}
+
+/// Every claim, in report order: the torture's, one per fault row, the soak's.
+pub(super) const CLAIMS: [&str; 35] = concat(
+    TORTURE_CLAIMS,
+    super::judge_faults::FAULT_CLAIMS,
+    super::judge_faults::SOAK_CLAIMS,
+);
 
 /// What to look at in the figures.
 const CAPTION_EVENTS: &str = "Events each torture case delivered and checked, per backend and consumer threads (higher means more of the ledger was exercised; every point is a case whose ledger must be clean).";
@@ -21,7 +52,7 @@ const CAPTION_DELAY: &str = "The longest any record waited, from write to read, 
 pub(super) fn judge(r: &Records) -> Judged {
     let seeds: Vec<String> = r.plan.torture.iter().map(|c| c.seed.to_string()).collect();
     let mut judged = r.torture.judge(
-        &CLAIMS.map(String::from),
+        &TORTURE_CLAIMS.map(String::from),
         "evq torture did not run",
         |cases: &Vec<CaseReport>| Judged {
             checks: vec![

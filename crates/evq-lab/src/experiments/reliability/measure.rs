@@ -1,5 +1,6 @@
 //! Runs each torture case as `evq torture --run-case` (its own process: forced
-//! overflow settings stay with their case, a crash is that case's failure).
+//! overflow settings stay with their case, a crash is that case's failure), then
+//! each fault row and the soak (their programs run as children of their own).
 
 use super::{Plan, Records};
 use crate::experiment::{Ctx, Outcome};
@@ -27,5 +28,54 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             })
             .collect())
     })());
-    Ok(Records { plan, torture })
+    let faults = Outcome::of((|| {
+        let cfg = suite_config(ctx, plan.faults_short)?;
+        let chosen: Vec<evq_faults::Fault> = evq_faults::faults()
+            .into_iter()
+            .filter(|f| plan.faults.contains(&f.id()))
+            .collect();
+        ctx.expect(chosen.len() + 1);
+        Ok(chosen
+            .iter()
+            .map(|f| {
+                ctx.step(&format!("fault {}", f.id()));
+                f.run(&cfg)
+            })
+            .collect())
+    })());
+    let soak = Outcome::of((|| {
+        if plan.soak_seconds <= 0.0 {
+            return Err(io::Error::other("no soak in this plan"));
+        }
+        ctx.step(&format!("soak {:.0} s", plan.soak_seconds));
+        let report = evq_faults::soak::run(&evq_faults::soak::SoakConfig {
+            suite: suite_config(ctx, false)?,
+            duration: std::time::Duration::from_secs_f64(plan.soak_seconds),
+            sample_every: std::time::Duration::from_secs_f64(
+                (plan.soak_seconds / 60.0).clamp(1.0, 5.0),
+            ),
+        });
+        match &report.error {
+            Some(e) => Err(io::Error::other(e.clone())),
+            None => Ok(report),
+        }
+    })());
+    Ok(Records {
+        plan,
+        torture,
+        faults,
+        soak,
+    })
+}
+
+fn suite_config(ctx: &Ctx, short: bool) -> io::Result<evq_faults::SuiteConfig> {
+    Ok(evq_faults::SuiteConfig {
+        evq: ctx.tools.evq()?.to_path_buf(),
+        backend: None,
+        size: if short {
+            evq_faults::Size::Short
+        } else {
+            evq_faults::Size::Long
+        },
+    })
 }

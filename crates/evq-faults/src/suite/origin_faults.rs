@@ -1,0 +1,293 @@
+//! The proxy's origin misbehaving: crashing (SIGKILL, the kernel closes its
+//! sockets) and restarting on the same port, stalling (reading the request and
+//! never answering), and answering garbage — before a head, in the middle of a
+//! chunked body, a reset, a close, or a second response nobody asked for.
+//!
+//! What the proxy owes its clients: a prompt 502 (or 504 after
+//! `--origin-timeout`) where no reply can come, a cut connection (never a
+//! silent hang, never the garbage passed on as a good reply) where a reply
+//! was already under way, its other clients untouched — the live clients check
+//! every body against their own request id, so a smuggled response reaching
+//! one of them shows as a wrong body — and service again as soon as the origin
+//! is back.
+
+use super::inject::{Repeat, Tally};
+use super::row::{Check, FaultRow, Throughput};
+use super::trial::{fetch, start_origin, Trial};
+use super::{SuiteConfig, Target};
+use crate::http::{self, ReadError, ResponseReader};
+use crate::peer::{self, HOSTILE_SOURCE};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+/// `evq proxy --origin-timeout`, seconds, for the stall row.
+const ORIGIN_TIMEOUT_S: u64 = 2;
+
+/// The origin crashes while the live clients run; after a window it restarts
+/// on the same port. The row's "under fault" throughput is the window after
+/// the restart: the clients must get their throughput back.
+pub(crate) fn crash_restart(cfg: &SuiteConfig, _: Target) -> FaultRow {
+    let injected = "the origin is killed (SIGKILL) while the live clients run, stays down for a window, and a new origin process starts on the same port; throughput compared before the crash and after the restart".to_string();
+    let mut trial = match Trial::proxy(cfg, "origin-crash-restart", injected, &[]) {
+        Ok(t) => t,
+        Err(e) => return super::not_run(Target::Proxy, "origin-crash-restart", e),
+    };
+    if let Err(e) = trial.baseline(&[]) {
+        trial.row.error = Some(e.to_string());
+        return trial.died();
+    }
+    let addr = trial.addr();
+    trial.live_on();
+    let before = trial.window();
+    let origin = trial.origin.take().expect("a proxy trial has an origin");
+    let origin_addr = origin.addr();
+    let crash = origin.crash();
+    // A request while the origin is down: a prompt 502.
+    let probe_started = Instant::now();
+    let probe = fetch(addr, "/live", Duration::from_secs(10));
+    let probe_ms = probe_started.elapsed().as_secs_f64() * 1000.0;
+    let down = trial.window();
+    let restarted = match start_origin(cfg, origin_addr) {
+        Ok(o) => o,
+        Err(e) => {
+            trial.row.error = Some(format!("the origin did not restart on {origin_addr}: {e}"));
+            return trial.died();
+        }
+    };
+    trial.origin = Some(restarted);
+    let back_started = Instant::now();
+    let mut back = None;
+    while back_started.elapsed() < Duration::from_secs(10) {
+        if trial.fresh_request().is_ok() {
+            back = Some(back_started.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut t = Throughput {
+        fault_free: vec![before],
+        under_fault: Vec::new(),
+    };
+    for _ in 0..trial.cfg.rounds() {
+        t.under_fault.push(trial.window());
+    }
+    trial.row.throughput = Some(t);
+    if !trial.alive() {
+        return trial.died();
+    }
+    trial.check(Check::new(
+        "the origin really crashed",
+        crash.signal == Some(libc::SIGKILL),
+        crash.describe(),
+    ));
+    trial.check(Check::new(
+        "a request while the origin is down gets a 502 within 2 s",
+        matches!(&probe, Ok(r) if r.status == 502) && probe_ms <= 2000.0,
+        match &probe {
+            Ok(r) => format!("status {} in {probe_ms:.0} ms", r.status),
+            Err(e) => format!("{e} after {probe_ms:.0} ms"),
+        },
+    ));
+    let d = down.count;
+    trial.check(Check::new(
+        "while the origin is down the live clients get 502s, not hangs or wrong bodies",
+        d.wrong_body == 0 && d.timed_out == 0 && d.status_other == 0 && d.status_5xx > 0,
+        d.describe(),
+    ));
+    trial.check(Check::new(
+        "the proxy serves again within 1 s of the origin's restart",
+        back.is_some_and(|b| b <= Duration::from_secs(1)),
+        back.map_or("not within 10 s".into(), |b| {
+            format!("{:.0} ms", b.as_secs_f64() * 1000.0)
+        }),
+    ));
+    let stop = trial.cfg.stop_bound();
+    trial.finish(Duration::from_secs(10), stop)
+}
+
+/// Hostile clients ask for `/stall`: the origin reads the request and never
+/// answers. Each must get a 504 after `--origin-timeout`.
+pub(crate) fn stall(cfg: &SuiteConfig, _: Target) -> FaultRow {
+    let threads = cfg.size.pick(4, 16);
+    let injected = format!(
+        "{threads} clients at a time ask for a path the origin reads and never answers (--origin-timeout {ORIGIN_TIMEOUT_S})"
+    );
+    let timeout = ORIGIN_TIMEOUT_S.to_string();
+    let trial = match Trial::proxy(
+        cfg,
+        "origin-stall",
+        injected,
+        &["--origin-timeout", &timeout],
+    ) {
+        Ok(t) => t,
+        Err(e) => return super::not_run(Target::Proxy, "origin-stall", e),
+    };
+    let addr = trial.addr();
+    let fault = Repeat::new(threads, Duration::from_millis(100), move |t| {
+        let mut s = match peer::connect(HOSTILE_SOURCE, addr, Duration::from_secs(10)) {
+            Ok(s) => s,
+            Err(e) => {
+                t.add("connect failed");
+                t.note(format!("connect: {e}"));
+                return;
+            }
+        };
+        let asked = Instant::now();
+        if s.write_all(&http::get("/stall", &[], false)).is_err() {
+            t.add("request not sent");
+            return;
+        }
+        match ResponseReader::new().read(&mut s, "GET") {
+            Ok(r) if r.status == 504 => {
+                let waited = asked.elapsed().as_secs_f64();
+                if waited <= ORIGIN_TIMEOUT_S as f64 + 2.0 {
+                    t.add("504 on time");
+                } else {
+                    t.add("504 late");
+                    t.note(format!("504 after {waited:.1} s"));
+                }
+            }
+            Ok(r) => t.add(&format!("status {}", r.status)),
+            Err(e) => {
+                t.add(if e.timed_out() {
+                    "no answer within 10 s"
+                } else {
+                    "other end"
+                });
+                t.note(e.to_string());
+            }
+        }
+    });
+    super::clients::repeated(trial, &[], fault, Duration::from_secs(10), |t, trial| {
+        trial.check(Check::new(
+            &format!(
+                "every stalled request gets a 504 within --origin-timeout + 2 s ({} s)",
+                ORIGIN_TIMEOUT_S + 2
+            ),
+            t.get("504 on time") > 0 && t.get("504 on time") + t.get("connect failed") == t.total(),
+            t.describe(),
+        ));
+    })
+}
+
+/// The garbage the origin answers with, in turn.
+const GARBAGE: [&str; 5] = [
+    "/garbage-chunked",
+    "/garbage-head",
+    "/smuggle",
+    "/reset",
+    "/close",
+];
+
+/// What one hostile client saw for one garbage path.
+fn garbage_outcome(
+    path: &str,
+    got: Result<http::Response, ReadError>,
+    leftover: &[u8],
+) -> (bool, String) {
+    let what = match &got {
+        Ok(r) => format!("{path}: status {}, {} body bytes", r.status, r.body.len()),
+        Err(e) => format!("{path}: {e}"),
+    };
+    let ok = match path {
+        // Mid-stream: the head and first chunk were relayed, so the proxy can
+        // only cut the connection (the client's framing sees it short or bad)
+        // or, had it buffered, answer 502. A hang is the failure.
+        "/garbage-chunked" => match &got {
+            Ok(r) => r.status == 502,
+            Err(e) => !e.timed_out(),
+        },
+        // The first response is good; the second must not reach the client.
+        "/smuggle" => {
+            matches!(&got, Ok(r) if r.status == 200 && r.body == b"first\n") && leftover.is_empty()
+        }
+        // No response at all came from the origin: 502.
+        _ => matches!(&got, Ok(r) if r.status == 502),
+    };
+    (ok, what)
+}
+
+/// Hostile clients ask for paths the origin answers with garbage.
+pub(crate) fn garbage(cfg: &SuiteConfig, _: Target) -> FaultRow {
+    let rate = cfg.size.pick(20.0, 50.0);
+    let injected = format!(
+        "{rate:.0}/s clients ask for paths the origin answers with garbage: a bad chunk size mid-body, a head that is not HTTP, a second unrequested response, a reset, a close"
+    );
+    let trial = match Trial::proxy(cfg, "origin-garbage", injected, &[]) {
+        Ok(t) => t,
+        Err(e) => return super::not_run(Target::Proxy, "origin-garbage", e),
+    };
+    let addr = trial.addr();
+    let turn = std::sync::atomic::AtomicUsize::new(0);
+    let fault = Repeat::new(2, Duration::from_secs_f64(2.0 / rate), move |t: &Tally| {
+        let path = GARBAGE[turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % GARBAGE.len()];
+        let mut s = match peer::connect(HOSTILE_SOURCE, addr, Duration::from_secs(10)) {
+            Ok(s) => s,
+            Err(e) => {
+                t.add("connect failed");
+                t.note(format!("connect: {e}"));
+                return;
+            }
+        };
+        if s.write_all(&http::get(path, &[], false)).is_err() {
+            t.add("request not sent");
+            return;
+        }
+        let mut reader = ResponseReader::new();
+        let got = reader.read(&mut s, "GET");
+        // Anything more within 200 ms is a response nobody asked for.
+        let mut extra = reader.leftover().to_vec();
+        if got.is_ok() {
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let mut b = [0u8; 512];
+            if let Ok(n) = s.read(&mut b) {
+                extra.extend_from_slice(&b[..n]);
+            }
+        }
+        let (ok, what) = garbage_outcome(path, got, &extra);
+        if ok {
+            t.add("handled");
+        } else {
+            t.add("mishandled");
+            t.note(what);
+        }
+    });
+    super::clients::repeated(trial, &[], fault, Duration::from_secs(10), |t, trial| {
+        trial.check(Check::new(
+            "every garbage answer became a 502 or a cut connection (never a hang, never passed on as good)",
+            t.get("mishandled") == 0 && t.get("handled") > 0,
+            t.describe(),
+        ));
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn garbage_outcomes_are_judged_per_path() {
+        let ok = |status, body: &[u8]| {
+            Ok(http::Response {
+                status,
+                close: false,
+                body: body.to_vec(),
+            })
+        };
+        assert!(garbage_outcome("/garbage-head", ok(502, b""), b"").0);
+        assert!(!garbage_outcome("/garbage-head", ok(200, b""), b"").0);
+        assert!(
+            garbage_outcome(
+                "/garbage-chunked",
+                Err(ReadError::Closed { received: 60 }),
+                b""
+            )
+            .0
+        );
+        let hang = Err(ReadError::Io(io::Error::from(io::ErrorKind::WouldBlock)));
+        assert!(!garbage_outcome("/garbage-chunked", hang, b"").0);
+        assert!(garbage_outcome("/smuggle", ok(200, b"first\n"), b"").0);
+        assert!(!garbage_outcome("/smuggle", ok(200, b"first\n"), b"HTTP/1.1 200").0);
+    }
+}
