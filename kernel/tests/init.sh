@@ -1,0 +1,109 @@
+#!/bin/sh
+# init.sh - PID 1 of the vm-test initramfs: load evq.ko, run the suites named
+# on the kernel command line (evqtests=...), report over the serial console
+# with EVQ-* marker lines, dump the kernel log, power off.
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+ip link set lo up
+ulimit -n 65536
+# A deadlock shows up in the kernel log ("blocked for more than"), which fails the run.
+echo 20 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+cd /tmp
+
+SUITES=
+BENCH=quick
+FUZZ=1000000
+for w in $(cat /proc/cmdline); do
+	case "$w" in
+	evqtests=*) SUITES=${w#evqtests=} ;;
+	evqbench=*) BENCH=${w#evqbench=} ;;
+	evqfuzz=*) FUZZ=${w#evqfuzz=} ;;
+	esac
+done
+has() { case ",$SUITES," in *",$1,"*) return 0 ;; esac; return 1; }
+
+echo "EVQ-VM-BOOTED kernel=$(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
+
+# run NAME LIMIT CMD...: one suite, its exit status on a marker line.
+run() {
+	name=$1
+	limit=$2
+	shift 2
+	echo "EVQ-TEST-BEGIN $name"
+	t0=$(date +%s)
+	timeout -s KILL "$limit" "$@"
+	rc=$?
+	echo "EVQ-TEST-END $name rc=$rc seconds=$(($(date +%s) - t0))"
+}
+
+if insmod /evq.ko; then
+	echo "EVQ-INSMOD-OK"
+else
+	echo "EVQ-INSMOD-FAILED"
+fi
+ls -l /dev/evq /dev/poll
+
+has semantics && run evq_semantics 300 /tests/evq_semantics
+has devpoll && run devpoll_semantics 300 /tests/devpoll_semantics
+has fuzz && run evq_fuzz 600 /tests/evq_fuzz "$FUZZ"
+if [ "$BENCH" = trace ]; then
+	# Development aid: the dequeue paths under function_graph (guest time = instructions under -icount).
+	mount -t tracefs tracefs /sys/kernel/tracing
+	T=/sys/kernel/tracing
+	echo __x64_sys_ioctl >$T/set_graph_function
+	echo __x64_sys_epoll_wait >>$T/set_graph_function
+	echo __x64_sys_write >>$T/set_graph_function
+	echo function_graph >$T/current_tracer
+	echo 1 >$T/tracing_on
+	/tests/evq_bench trace
+	echo 0 >$T/tracing_on
+	echo EVQ-TRACE-BEGIN
+	cat $T/trace
+	echo EVQ-TRACE-END
+elif has bench; then
+	run evq_bench 1200 /tests/evq_bench "$BENCH"
+fi
+if has rust; then
+	for t in /rust/*; do
+		[ -x "$t" ] || continue
+		n=$(basename "$t")
+		# Only the kmod backend: TCG time is dear, and the host runs the rest.
+		run "rust_$n" 600 env EVQ_BACKEND=kmod EVQ_TEST_BACKENDS=kmod RUST_BACKTRACE=1 \
+			"$t" --test-threads=2
+	done
+fi
+if has loadunload; then
+	echo "EVQ-TEST-BEGIN load_unload_100"
+	t0=$(date +%s)
+	ok=0
+	rmmod evq 2>/dev/null
+	i=0
+	while [ $i -lt 100 ]; do
+		insmod /evq.ko || break
+		# Use the devices between load and unload, so unload follows real work.
+		/tests/evq_semantics --smoke >/dev/null 2>&1 || break
+		rmmod evq || break
+		i=$((i + 1))
+		ok=$i
+	done
+	[ $ok -eq 100 ] && rc=0 || rc=1
+	echo "EVQ-LOADUNLOAD cycles=$ok"
+	echo "EVQ-TEST-END load_unload_100 rc=$rc seconds=$(($(date +%s) - t0))"
+	insmod /evq.ko
+fi
+
+if rmmod evq; then
+	echo "EVQ-RMMOD-OK"
+else
+	echo "EVQ-RMMOD-FAILED"
+	lsmod
+fi
+echo "EVQ-DMESG-BEGIN"
+dmesg
+echo "EVQ-DMESG-END"
+echo "EVQ-VM-DONE"
+sync
+poweroff -f
