@@ -214,7 +214,7 @@ static bool evq_enqueue_locked(struct evq_queue *q, struct evq_reg *reg,
 		u32 state = evq_poll_to_state(pollflags & reg->events);
 
 		if (known || (state & interest) == interest) {
-			int posted = evq_ring_post_locked(q, reg, state & (interest | EVQ_HUP | EVQ_ERR));
+			int posted = evq_ring_post_locked(q, reg, state & reg->report);
 
 			if (posted >= 0) {
 				evq_after_post_locked(q, reg);
@@ -417,6 +417,7 @@ static int evq_reg_insert(struct evq_queue *q, int fd, struct file *file, __poll
 	reg->fd = fd;
 	reg->token = token;
 	reg->events = events;
+	reg->report = evq_reg_interest(reg) | EVQ_HUP | EVQ_ERR;
 	reg->mode = mode;
 	reg->wake_one = wake_one;
 	reg->dp_events = dp_events;
@@ -460,6 +461,7 @@ static int evq_reg_modify(struct evq_queue *q, struct evq_reg *reg, __poll_t eve
 
 	spin_lock_irq(&q->lock);
 	reg->events = events;
+	reg->report = evq_reg_interest(reg) | EVQ_HUP | EVQ_ERR;
 	reg->mode = mode;
 	reg->token = token;
 	reg->dp_events = dp_events;
@@ -544,43 +546,72 @@ void evq_sweep(struct evq_queue *q, unsigned int n)
 struct evq_batch {
 	struct evq_reg *reg[EVQ_CHUNK];
 	__poll_t revents[EVQ_CHUNK];
+	/* Registrations whose descriptor was found closed or reused. */
+	struct evq_reg *stale[EVQ_CHUNK];
+	unsigned int nstale;
 };
 
-/* Moves up to @want registrations from @txlist into @b. q->lock held. */
+/*
+ * The caller's descriptor @reg->fd no longer names @reg->file. For the pop
+ * path: q->lock is held with interrupts off, which is an RCU read-side
+ * section for the fd table (RCU flavours are one since 4.20), so the lookup
+ * needs no rcu_read_lock() of its own.
+ */
+static bool evq_reg_stale_locked(const struct evq_reg *reg)
+{
+	lockdep_assert_irqs_disabled();
+	return files_lookup_fd_raw(current->files, reg->fd) != reg->file;
+}
+
+/*
+ * Moves up to @want live registrations from @txlist into @b; disarmed
+ * oneshots are dropped, stale ones set aside in @b->stale. q->lock held.
+ */
 static unsigned int evq_pop_locked(struct list_head *txlist, struct evq_batch *b, unsigned int want)
 {
 	unsigned int k = 0;
 
-	while (k < want && !list_empty(txlist)) {
+	b->nstale = 0;
+	while (k < want && b->nstale < EVQ_CHUNK && !list_empty(txlist)) {
 		struct evq_reg *reg = list_first_entry(txlist, struct evq_reg, rdllink);
 
 		list_del_init(&reg->rdllink);
-		b->reg[k++] = reg;
+		if (reg->disabled)
+			continue;
+		if (unlikely(evq_reg_stale_locked(reg)))
+			b->stale[b->nstale++] = reg;
+		else
+			b->reg[k++] = reg;
 	}
 	return k;
 }
 
+/* Stale registrations found by evq_pop_locked. q->mtx held, q->lock not. */
+static void evq_drop_stale(struct evq_queue *q, struct evq_batch *b)
+{
+	unsigned int i;
+
+	for (i = 0; i < b->nstale; i++)
+		q->on_stale(q, b->stale[i]);
+	b->nstale = 0;
+}
+
 /*
  * Polls the popped registrations, keeping those still ready (compacted at the
- * front of @b). Disarmed oneshots are skipped, stale ones handed to on_stale.
- * q->mtx held, q->lock not.
+ * front of @b). q->mtx held, q->lock not.
  */
 static unsigned int evq_poll_batch(struct evq_queue *q, struct evq_batch *b, unsigned int k)
 {
 	poll_table pt;
 	unsigned int i, n = 0;
 
+	if (unlikely(b->nstale))
+		evq_drop_stale(q, b);
 	init_poll_funcptr(&pt, NULL);
 	for (i = 0; i < k; i++) {
 		struct evq_reg *reg = b->reg[i];
 		__poll_t revents;
 
-		if (READ_ONCE(reg->disabled))
-			continue;
-		if (unlikely(evq_reg_stale(reg))) {
-			q->on_stale(q, reg);
-			continue;
-		}
 		pt._key = reg->events;
 		revents = vfs_poll(reg->file, &pt) & reg->events;
 		if (!revents)
@@ -618,8 +649,7 @@ static bool evq_put_events(struct evq_batch *b, unsigned int n, enum evq_out_kin
 			return false;
 		for (i = 0; i < n; i++) {
 			struct evq_reg *reg = b->reg[i];
-			u32 mask = evq_poll_to_state(b->revents[i]) &
-				   (evq_reg_interest(reg) | EVQ_HUP | EVQ_ERR);
+			u32 mask = evq_poll_to_state(b->revents[i]) & reg->report;
 
 			unsafe_put_user(reg->token, &uev[i].token, fault);
 			unsafe_put_user(reg->fd, &uev[i].fd, fault);
@@ -653,7 +683,8 @@ fault:
 static long evq_send_events(struct evq_queue *q, struct evq_out *out)
 {
 	size_t size = out->kind == EVQ_OUT_EVENTS ? sizeof(struct evq_event) : sizeof(struct pollfd);
-	struct evq_batch b;
+	/* Only what evq_pop_locked wrote is read: no need to clear it on every call. */
+	struct evq_batch b __attribute__((uninitialized));
 	LIST_HEAD(txlist);
 	unsigned int res = 0, k, n, i;
 	long err = 0;
@@ -684,6 +715,8 @@ static long evq_send_events(struct evq_queue *q, struct evq_out *out)
 	if (!list_empty(&q->rdllist))
 		evq_wake_locked(q, false);
 	spin_unlock_irq(&q->lock);
+	if (unlikely(b.nstale))
+		evq_drop_stale(q, &b);
 	mutex_unlock(&q->mtx);
 	return res ? res : err;
 }
@@ -697,7 +730,7 @@ static long evq_send_events(struct evq_queue *q, struct evq_out *out)
 static long evq_ring_produce(struct evq_queue *q)
 {
 	struct evq_ring *ring = q->ring;
-	struct evq_batch b;
+	struct evq_batch b __attribute__((uninitialized));
 	LIST_HEAD(txlist);
 	unsigned int k, n, i;
 	long used;
@@ -726,8 +759,7 @@ static long evq_ring_produce(struct evq_queue *q)
 		spin_lock_irq(&q->lock);
 		for (i = 0; i < n; i++) {
 			struct evq_reg *reg = b.reg[i];
-			u32 mask = evq_poll_to_state(b.revents[i]) &
-				   (evq_reg_interest(reg) | EVQ_HUP | EVQ_ERR);
+			u32 mask = evq_poll_to_state(b.revents[i]) & reg->report;
 
 			if (evq_ring_post_locked(q, reg, mask) < 0) {
 				/* Only a process writing nonsense to head gets here. */
@@ -748,6 +780,8 @@ static long evq_ring_produce(struct evq_queue *q)
 	q->producing = false;
 	used = evq_ring_used(ring);
 	spin_unlock_irq(&q->lock);
+	if (unlikely(b.nstale))
+		evq_drop_stale(q, &b);
 	mutex_unlock(&q->mtx);
 	return used;
 }
@@ -769,11 +803,42 @@ static int evq_autoremove_wake_function(struct wait_queue_entry *wq_entry, unsig
 	return ret;
 }
 
+/*
+ * Sleeps until something is ready, the deadline passes or a signal comes.
+ * Returns false on timeout. Kept out of line: the harvesting fast path need
+ * not pay for setting up a wait entry.
+ */
+static noinline bool evq_sleep(struct evq_queue *q, ktime_t *to, u64 slack)
+{
+	wait_queue_entry_t wait;
+	bool avail, timed_out = false;
+
+	init_wait(&wait);
+	wait.func = evq_autoremove_wake_function;
+	spin_lock_irq(&q->lock);
+	/* Wakers test waitqueue_active() under q->lock: no barrier needed. */
+	__set_current_state(TASK_INTERRUPTIBLE);
+	avail = evq_available_locked(q);
+	if (!avail)
+		__add_wait_queue_exclusive(&q->wq, &wait);
+	spin_unlock_irq(&q->lock);
+
+	if (!avail)
+		timed_out = !schedule_hrtimeout_range(to, slack, HRTIMER_MODE_ABS);
+	__set_current_state(TASK_RUNNING);
+
+	if (!list_empty_careful(&wait.entry)) {
+		spin_lock_irq(&q->lock);
+		__remove_wait_queue(&q->wq, &wait);
+		spin_unlock_irq(&q->lock);
+	}
+	return !timed_out;
+}
+
 /* GET_NEXT_EVENT / DP_POLL (ep_poll): harvest, or sleep until something is ready. */
 long evq_wait_events(struct evq_queue *q, struct evq_out *out, s64 timeout_ns)
 {
-	wait_queue_entry_t wait;
-	ktime_t expires, *to = NULL;
+	ktime_t expires = 0, *to = NULL;
 	bool timed_out = false;
 	u64 slack = 0;
 	long res;
@@ -787,8 +852,6 @@ long evq_wait_events(struct evq_queue *q, struct evq_out *out, s64 timeout_ns)
 	}
 
 	for (;;) {
-		bool avail;
-
 		if (out->kind == EVQ_OUT_RING)
 			res = evq_ring_produce(q);
 		else
@@ -803,26 +866,8 @@ long evq_wait_events(struct evq_queue *q, struct evq_out *out, s64 timeout_ns)
 			return 0;
 		if (signal_pending(current))
 			return -EINTR;
-
-		init_wait(&wait);
-		wait.func = evq_autoremove_wake_function;
-		spin_lock_irq(&q->lock);
-		/* Wakers test waitqueue_active() under q->lock: no barrier needed. */
-		__set_current_state(TASK_INTERRUPTIBLE);
-		avail = evq_available_locked(q);
-		if (!avail)
-			__add_wait_queue_exclusive(&q->wq, &wait);
-		spin_unlock_irq(&q->lock);
-
-		if (!avail)
-			timed_out = !schedule_hrtimeout_range(to, slack, HRTIMER_MODE_ABS);
-		__set_current_state(TASK_RUNNING);
-
-		if (!list_empty_careful(&wait.entry)) {
-			spin_lock_irq(&q->lock);
-			__remove_wait_queue(&q->wq, &wait);
-			spin_unlock_irq(&q->lock);
-		}
+		/* One more harvest follows a timeout: a wake-up may have raced it. */
+		timed_out = !evq_sleep(q, to, slack);
 	}
 }
 

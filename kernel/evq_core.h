@@ -51,6 +51,7 @@ struct evq_reg {
 	struct evq_pwq *pwqlist; /* q->mtx */
 	u64 token;               /* q->lock for writes; read by callbacks */
 	__poll_t events;         /* wanted poll bits, EPOLLERR | EPOLLHUP included */
+	u32 report;              /* EVQ_* bits an event may carry: interest | HUP | ERR */
 	int fd;
 	u32 ring_seq;            /* index of our ring slot when in_ring: q->lock */
 	u16 dp_events;           /* /dev/poll: events exactly as written */
@@ -142,18 +143,33 @@ static inline __poll_t evq_interest_to_poll(u32 interest)
 
 static inline u32 evq_poll_to_state(__poll_t p)
 {
-	u32 s = 0;
+	/*
+	 * The five low poll bits (IN PRI OUT ERR HUP) by table; the NORM and
+	 * RDHUP variants folded in. On the dequeue path of every event.
+	 */
+	static const u8 low[32] = {
+#define EVQ_LOW(b) ((((b) & 1) ? EVQ_READ : 0) | (((b) & 2) ? EVQ_EXCEPT : 0) |   \
+		    (((b) & 4) ? EVQ_WRITE : 0) | (((b) & 8) ? EVQ_ERR : 0) |      \
+		    (((b) & 16) ? EVQ_HUP : 0))
+		EVQ_LOW(0),  EVQ_LOW(1),  EVQ_LOW(2),  EVQ_LOW(3),  EVQ_LOW(4),  EVQ_LOW(5),
+		EVQ_LOW(6),  EVQ_LOW(7),  EVQ_LOW(8),  EVQ_LOW(9),  EVQ_LOW(10), EVQ_LOW(11),
+		EVQ_LOW(12), EVQ_LOW(13), EVQ_LOW(14), EVQ_LOW(15), EVQ_LOW(16), EVQ_LOW(17),
+		EVQ_LOW(18), EVQ_LOW(19), EVQ_LOW(20), EVQ_LOW(21), EVQ_LOW(22), EVQ_LOW(23),
+		EVQ_LOW(24), EVQ_LOW(25), EVQ_LOW(26), EVQ_LOW(27), EVQ_LOW(28), EVQ_LOW(29),
+		EVQ_LOW(30), EVQ_LOW(31),
+#undef EVQ_LOW
+	};
+	u32 s;
 
-	if (p & (EPOLLIN | EPOLLRDNORM))
+	BUILD_BUG_ON(EPOLLIN != 1 || EPOLLPRI != 2 || EPOLLOUT != 4 || EPOLLERR != 8 ||
+		     EPOLLHUP != 16);
+	s = low[(__force u32)p & 31];
+	if (p & EPOLLRDNORM)
 		s |= EVQ_READ;
-	if (p & (EPOLLOUT | EPOLLWRNORM))
+	if (p & EPOLLWRNORM)
 		s |= EVQ_WRITE;
-	if (p & EPOLLPRI)
-		s |= EVQ_EXCEPT;
-	if (p & (EPOLLHUP | EPOLLRDHUP))
+	if (p & EPOLLRDHUP)
 		s |= EVQ_HUP;
-	if (p & EPOLLERR)
-		s |= EVQ_ERR;
 	return s;
 }
 

@@ -95,8 +95,15 @@ static long evq_get_next_event(struct evq_queue *q, struct evq_wait __user *uarg
 	struct evq_wait w;
 	struct evq_out out;
 
-	if (copy_from_user(&w, uarg, sizeof(w)))
+	/* Three loads, not a copy: this is on every dequeue. */
+	if (!user_read_access_begin(uarg, sizeof(*uarg)))
 		return -EFAULT;
+	unsafe_get_user(w.events, &uarg->events, efault);
+	unsafe_get_user(w.array_max, &uarg->array_max, efault);
+	unsafe_get_user(w.flags, &uarg->flags, efault);
+	unsafe_get_user(w.timeout_ns, &uarg->timeout_ns, efault);
+	user_read_access_end();
+
 	if (w.flags & ~EVQ_WAIT_FLAGS_ALL)
 		return -EINVAL;
 	if (w.flags & EVQ_WAIT_RING) {
@@ -118,6 +125,9 @@ static long evq_get_next_event(struct evq_queue *q, struct evq_wait __user *uarg
 			return -EFAULT;
 	}
 	return evq_wait_events(q, &out, w.timeout_ns);
+efault:
+	user_read_access_end();
+	return -EFAULT;
 }
 
 static long evq_setup_ring(struct evq_queue *q, struct evq_ring_setup __user *uarg)
