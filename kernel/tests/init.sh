@@ -21,6 +21,7 @@ for w in $(cat /proc/cmdline); do
 	evqtests=*) SUITES=${w#evqtests=} ;;
 	evqbench=*) BENCH=${w#evqbench=} ;;
 	evqfuzz=*) FUZZ=${w#evqfuzz=} ;;
+	evqclock=*) export EVQ_CLOCK=${w#evqclock=} ;;
 	esac
 done
 has() { case ",$SUITES," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -66,6 +67,8 @@ if [ "$BENCH" = trace ]; then
 elif has bench; then
 	run evq_bench 1200 /tests/evq_bench "$BENCH"
 fi
+# Wake-one alone, where the guest has several CPUs (the bench boot has one).
+has wakeone && run evq_bench_wakeone 600 /tests/evq_bench "$BENCH" wakeone
 if has rust; then
 	for t in /rust/*; do
 		[ -x "$t" ] || continue

@@ -25,38 +25,33 @@ SUITE_TESTS = {
     "fuzz": ["evq_fuzz"],
     "bench": ["evq_bench"],
     "loadunload": ["load_unload_100"],
+    "wakeone": ["evq_bench_wakeone"],
 }
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--log", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--suites", required=True)
-    ap.add_argument("--qemu-rc", type=int, default=0)
-    ap.add_argument("--kernel", default="")
-    ap.add_argument("--elapsed", type=int, default=0)
-    a = ap.parse_args()
-
+def judge_boot(log, suites, qemu_rc):
+    """Problems, test results, records and counts of one boot's console log."""
     # SeaBIOS and the console clear the screen with escape sequences: strip them.
     escapes = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[A-Za-z]")
-    with open(a.log, errors="replace") as f:
+    with open(log, errors="replace") as f:
         lines = [escapes.sub("", l.rstrip("\n")) for l in f]
-
+    name = os.path.basename(log)
     problems = []
     markers = {m for l in lines for m in re.findall(r"EVQ-[A-Z0-9-]+", l)}
     for m in ["EVQ-VM-BOOTED", "EVQ-INSMOD-OK", "EVQ-RMMOD-OK", "EVQ-VM-DONE", "EVQ-DMESG-END"]:
         if m not in markers:
-            problems.append(f"missing marker {m}")
+            problems.append(f"{name}: missing marker {m}")
+    if qemu_rc != 0:
+        problems.append(f"{name}: qemu exit status {qemu_rc} (124: the time limit)")
 
     begun, ended = [], {}
     for l in lines:
-        if l.startswith("EVQ-TEST-BEGIN "):
-            begun.append(l.split()[1])
-        m = re.match(r"EVQ-TEST-END (\S+) rc=(-?\d+) seconds=(\d+)", l)
+        m = re.search(r"EVQ-TEST-BEGIN (\S+)", l)
+        if m:
+            begun.append(m.group(1))
+        m = re.search(r"EVQ-TEST-END (\S+) rc=(-?\d+) seconds=(\d+)", l)
         if m:
             ended[m.group(1)] = (int(m.group(2)), int(m.group(3)))
-    suites = [s for s in a.suites.split(",") if s]
     expected = [t for s in suites for t in SUITE_TESTS.get(s, [])]
     if "rust" in suites and not any(n.startswith("rust_") for n in begun):
         problems.append("suite rust: no Rust test binary ran")
@@ -66,8 +61,7 @@ def main():
     results = []
     for t in begun:
         rc, secs = ended.get(t, (None, None))
-        ok = rc == 0
-        results.append({"name": t, "rc": rc, "seconds": secs, "ok": ok})
+        results.append({"name": t, "rc": rc, "seconds": secs, "ok": rc == 0, "boot": name})
         if rc is None:
             problems.append(f"{t}: started but never ended (crash or timeout)")
         elif rc != 0:
@@ -99,17 +93,47 @@ def main():
         if in_dmesg or re.match(r"^\[\s*\d+\.\d+\]", l):
             kernel_lines.append(l)
     bad = [l for l in kernel_lines if KERNEL_BAD.search(l)]
-    problems += [f"kernel log: {l}" for l in bad[:20]]
+    problems += [f"kernel log ({name}): {l}" for l in bad[:20]]
 
     records = {}
     for l in lines:
-        if l.startswith("EVQ-JSON "):
+        i = l.find("EVQ-JSON ")
+        if i >= 0:
             try:
-                r = json.loads(l[len("EVQ-JSON "):])
+                r = json.loads(l[i + len("EVQ-JSON "):])
             except ValueError:
                 problems.append(f"malformed JSON line: {l[:120]}")
                 continue
             records.setdefault(r.get("kind", "misc"), []).append(r)
+    return {
+        "problems": problems, "results": results, "rust": rust_counts, "cycles": cycles,
+        "bad": bad, "kernel_lines": len(kernel_lines), "records": records,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--boot", action="append", required=True, help="LOG:SUITES:QEMU_RC")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--kernel", default="")
+    ap.add_argument("--elapsed", type=int, default=0)
+    a = ap.parse_args()
+
+    problems, results, rust, bad, records = [], [], [], [], {}
+    cycles, kernel_lines, boots = None, 0, []
+    for spec in a.boot:
+        log, suites, rc = spec.rsplit(":", 2)
+        suites = [s for s in suites.split(",") if s]
+        j = judge_boot(log, suites, int(rc))
+        boots.append({"log": os.path.basename(log), "suites": suites, "qemu_exit": int(rc)})
+        problems += j["problems"]
+        results += j["results"]
+        rust += j["rust"]
+        bad += j["bad"]
+        kernel_lines += j["kernel_lines"]
+        cycles = j["cycles"] if j["cycles"] is not None else cycles
+        for k, v in j["records"].items():
+            records.setdefault(k, []).extend(v)
 
     os.makedirs(a.out, exist_ok=True)
     for kind, recs in records.items():
@@ -117,14 +141,13 @@ def main():
             json.dump(recs, f, indent=1)
     summary = {
         "kernel": a.kernel,
-        "qemu_exit": a.qemu_rc,
         "elapsed_seconds": a.elapsed,
-        "suites": suites,
+        "boots": boots,
         "tests": results,
-        "rust_results": rust_counts,
+        "rust_results": rust,
         "load_unload_cycles": cycles,
         "kernel_log_problems": bad,
-        "kernel_log_lines": len(kernel_lines),
+        "kernel_log_lines": kernel_lines,
         "problems": problems,
         "passed": not problems,
         "json_files": sorted(f"{k}.json" for k in records),
@@ -132,14 +155,15 @@ def main():
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
 
-    print(f"guest kernel {a.kernel}; {a.elapsed} s; qemu exit {a.qemu_rc}")
+    print(f"guest kernel {a.kernel}; {a.elapsed} s; {len(boots)} boot(s)")
     for r in results:
-        print(f"  {'PASS' if r['ok'] else 'FAIL'}  {r['name']:<28} {r['seconds'] if r['seconds'] is not None else '?':>5} s")
-    for l in rust_counts:
+        secs = r["seconds"] if r["seconds"] is not None else "?"
+        print(f"  {'PASS' if r['ok'] else 'FAIL'}  {r['name']:<34} {secs:>5} s")
+    for l in rust:
         print(f"        {l}")
     if cycles is not None:
         print(f"  load/unload cycles: {cycles}")
-    print(f"  kernel log: {len(kernel_lines)} lines, {len(bad)} bad")
+    print(f"  kernel log: {kernel_lines} lines, {len(bad)} bad")
     print(f"  JSON: {a.out}/ ({', '.join(summary['json_files']) or 'no records'}, summary.json)")
     if problems:
         print("vm-test FAILED:")
