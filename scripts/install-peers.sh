@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the peers the lab compares evq against, from Debian's packages:
 # servers (nginx, h2o, lighttpd), load tools (httperf, wrk), event libraries
-# (libev, libevent, libuv, liburing) and the tools to build against them.
+# (libev, libevent, libuv, liburing), the tools to build against them, and
+# chromium (headless) for the test that opens the lab's report in a browser.
 # Idempotent; needs root (apt). Usage: scripts/install-peers.sh [--quiet]
 set -euo pipefail
 packages=(pkg-config build-essential valgrind fonts-dejavu-core iproute2
           nginx-light h2o lighttpd httperf wrk
-          libev-dev libevent-dev libuv1-dev liburing-dev)
+          libev-dev libevent-dev libuv1-dev liburing-dev chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

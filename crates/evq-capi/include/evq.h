@@ -12,10 +12,14 @@
  *     Event semantics: a descriptor is reported when something happens to it (data
  *     arrives, buffer space frees), not on every call while it stays ready, so an
  *     idle connection with EVENT_READ|EVENT_WRITE interest costs nothing. Read and
- *     write until EAGAIN before waiting again. On the select/poll backends, which
- *     cannot do that, interest is level-triggered instead: a ready descriptor is
- *     reported on every call (and an always-writable socket with EVENT_WRITE
- *     interest makes get_next_event return at once, every time).
+ *     write until EAGAIN before waiting again. The select/poll backends see only
+ *     state, and cannot keep these semantics without losing an arrival that comes
+ *     after the program drained a descriptor and before it waits again: there,
+ *     declare_interest fails with EOPNOTSUPP. EVQ_PAPER_MODE=level asks for level
+ *     semantics instead (any backend): a ready descriptor is reported on every
+ *     call, so an always-writable socket with EVENT_WRITE interest makes
+ *     get_next_event return at once, every time. EVQ_PAPER_MODE=event is the
+ *     default; any other value is EINVAL.
  *     Errors: -1 with errno, like a system call.
  *
  *  2. A handle API (evq_*) for several queues per thread, a chosen backend, 64-bit
@@ -61,9 +65,11 @@ typedef struct event_descr_t {
  * fd's current state (EVENT_* bits), read after the interest is in place: data that
  * arrived before the call shows there, anything later produces an event.
  * Returns 0, or -1 with errno: EBADF (fd negative or closed), EINVAL (bits other
- * than EVENT_READ|EVENT_WRITE|EVENT_EXCEPT, or an unknown EVQ_BACKEND), EPERM (a
- * regular file, on epoll), EBUSY (called from a signal handler that interrupted a
- * call on the same thread), or another kernel error (EMFILE, ENOMEM...). */
+ * than EVENT_READ|EVENT_WRITE|EVENT_EXCEPT, or an unknown EVQ_BACKEND or
+ * EVQ_PAPER_MODE), EOPNOTSUPP (event semantics on select, select-improved or poll;
+ * see above), EPERM (a regular file, on epoll), EBUSY (called from a signal handler
+ * that interrupted a call on the same thread), or another kernel error (EMFILE,
+ * ENOMEM...). */
 int declare_interest(int fd, int interestmask, int *statemask);
 
 /* Dequeues up to array_max of the calling thread's events, in FIFO order, one per
@@ -101,7 +107,8 @@ typedef struct evq_event {
 
 /* Modes for evq_declare. */
 #define EVQ_MODE_LEVEL   0 /* reported on every wait while ready (any backend) */
-#define EVQ_MODE_EVENT   1 /* reported when something happens (epoll only) */
+#define EVQ_MODE_EVENT   1 /* reported when something happens (epoll, uring, rtsig,
+                              rtsig-bulk; EVQ_EUNSUPPORTED on select and poll) */
 #define EVQ_MODE_ONESHOT 2 /* reported once, then disarmed until declared again */
 #define EVQ_WAKE_ONE 0x100 /* flag ORed into the mode: of several queues, wake one
                               (EPOLLEXCLUSIVE; epoll only, not with ONESHOT) */

@@ -6,9 +6,13 @@
 //! and freed when the thread exits. Registrations use [`Mode::Event`], the paper's
 //! event semantics: a descriptor is reported when something happens to it, not on
 //! every call while it stays ready, so a Figure 3 server that declares
-//! `EVENT_READ|EVENT_WRITE` on every connection sleeps while they are idle. Backends
-//! that cannot do that (`select`, `select-improved`, `poll`) fall back to
-//! [`Mode::Level`], where an idle writable connection *is* reported on every call.
+//! `EVENT_READ|EVENT_WRITE` on every connection sleeps while they are idle.
+//!
+//! Backends that see only state (`select`, `select-improved`, `poll`) cannot keep
+//! those semantics without losing events (see `evq::Capabilities::event`), so there
+//! `declare_interest` fails with `EOPNOTSUPP` — never a silent switch to level mode,
+//! which makes an idle writable connection return from every wait. A program that
+//! wants level semantics asks for them: `EVQ_PAPER_MODE=level` (on any backend).
 //!
 //! After `fork()`, the child's first call starts a fresh queue with no interest (it
 //! is a new thread in the paper's terms); the parent's queue is never touched by the
@@ -54,11 +58,7 @@ fn open_default() -> Result<DefaultQueue, CError> {
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     });
     let queue = EventQueue::with_backend(crate::backend::resolve(None)?)?;
-    let mode = if queue.capabilities().event {
-        Mode::Event
-    } else {
-        Mode::Level
-    };
+    let mode = paper_mode()?;
     Ok(DefaultQueue {
         queue,
         ids: FileIdentities::default(),
@@ -66,6 +66,16 @@ fn open_default() -> Result<DefaultQueue, CError> {
         mode,
         fork_generation: FORK_GENERATION.load(Ordering::Relaxed),
     })
+}
+
+/// The paper API's delivery mode, from `EVQ_PAPER_MODE`: `event` (the default) or
+/// `level`; anything else is `EINVAL`, as an unknown `EVQ_BACKEND` is.
+fn paper_mode() -> Result<Mode, CError> {
+    match std::env::var("EVQ_PAPER_MODE").as_deref() {
+        Err(_) | Ok("") | Ok("event") => Ok(Mode::Event),
+        Ok("level") => Ok(Mode::Level),
+        Ok(_) => Err(CError::inval()),
+    }
 }
 
 /// Runs `f` on the calling thread's queue, creating it if needed.
@@ -97,8 +107,10 @@ fn with_default<T>(f: impl FnOnce(&mut DefaultQueue) -> Result<T, CError>) -> Re
 /// The state is read after the interest is in place, so data that arrived before the
 /// call shows in `*statemask` and anything later produces an event. Returns 0, or -1
 /// with `errno`: `EBADF` (negative or closed fd), `EINVAL` (bits other than
-/// `EVENT_READ|EVENT_WRITE|EVENT_EXCEPT`, or an unknown `EVQ_BACKEND`), `EPERM`
-/// (a regular file on epoll), `EBUSY` (called from a signal handler that interrupted
+/// `EVENT_READ|EVENT_WRITE|EVENT_EXCEPT`, or an unknown `EVQ_BACKEND` or
+/// `EVQ_PAPER_MODE`), `EOPNOTSUPP` (event semantics on a backend that sees only
+/// state: select, select-improved, poll — unless `EVQ_PAPER_MODE=level`), `EPERM` (a
+/// regular file on epoll), `EBUSY` (called from a signal handler that interrupted
 /// another call on this thread).
 ///
 /// # Safety

@@ -1,10 +1,11 @@
 //! Runs `tests/c/api_test.c` — every C call's success and error paths, the
 //! statemask race, fd reuse, per-thread queues, fork, notifiers — once per backend,
-//! and once linked statically.
+//! once linked statically, and with `EVQ_PAPER_MODE=level` where the paper's event
+//! semantics are refused (select, poll) or where level must be asked for (epoll).
 
 mod common;
 
-use common::{c_tests_dir, compile, describe, run, Link};
+use common::{c_tests_dir, compile, describe, run_with, Link};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -20,7 +21,13 @@ fn api_test(link: Link) -> PathBuf {
 }
 
 fn passes(link: Link, backend: Option<&str>) {
-    let output = run(&api_test(link), &[], backend);
+    passes_in(link, backend, None);
+}
+
+/// Runs the C tests and returns their summary line, which names the paper API's
+/// mode as the program found it: `event`, `level` or `refused`.
+fn passes_in(link: Link, backend: Option<&str>, paper_mode: Option<&str>) -> String {
+    let output = run_with(&api_test(link), &[], backend, paper_mode);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", describe(&output));
     let summary = stdout.lines().last().unwrap_or_default();
@@ -30,6 +37,7 @@ fn passes(link: Link, backend: Option<&str>) {
         describe(&output)
     );
     println!("{summary}");
+    summary.to_string()
 }
 
 #[test]
@@ -42,19 +50,45 @@ fn on_epoll() {
     passes(Link::Shared, Some("epoll"));
 }
 
+/// select and poll see only state: the paper's event semantics are refused with
+/// EOPNOTSUPP (the program checks it), and level semantics are there when asked for.
+fn on_a_state_only_backend(backend: &str) {
+    let refused = passes_in(Link::Shared, Some(backend), None);
+    assert!(refused.contains("paper API refused"), "{refused}");
+    let level = passes_in(Link::Shared, Some(backend), Some("level"));
+    assert!(level.contains("paper API level"), "{level}");
+}
+
 #[test]
-fn on_poll_with_the_level_fallback() {
-    passes(Link::Shared, Some("poll"));
+fn on_poll() {
+    on_a_state_only_backend("poll");
 }
 
 #[test]
 fn on_select() {
-    passes(Link::Shared, Some("select"));
+    on_a_state_only_backend("select");
 }
 
 #[test]
 fn on_select_improved() {
-    passes(Link::Shared, Some("select-improved"));
+    on_a_state_only_backend("select-improved");
+}
+
+#[test]
+fn level_mode_when_asked_for_on_epoll() {
+    let event = passes_in(Link::Shared, Some("epoll"), None);
+    assert!(event.contains("paper API event"), "{event}");
+    let level = passes_in(Link::Shared, Some("epoll"), Some("level"));
+    assert!(level.contains("paper API level"), "{level}");
+}
+
+#[test]
+fn unknown_paper_mode_is_einval() {
+    let output = run_with(&api_test(Link::Shared), &[], Some("epoll"), Some("edge"));
+    // main()'s first get_next_event creates the queue, which reads EVQ_PAPER_MODE.
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("Invalid argument"), "{}", describe(&output));
 }
 
 #[test]
@@ -79,7 +113,7 @@ fn linked_statically() {
 
 #[test]
 fn unknown_evq_backend_is_einval_not_a_crash() {
-    let output = run(&api_test(Link::Shared), &[], Some("kqueue"));
+    let output = run_with(&api_test(Link::Shared), &[], Some("kqueue"), None);
     // main()'s first get_next_event fails with EINVAL and the program says so.
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{compile, describe, examples_dir, run, Link};
+use common::{compile, describe, examples_dir, run, run_with, Link};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -28,10 +28,19 @@ fn hello_static_on_every_backend() {
         "hello_static",
         Link::Static,
     );
+    // hello reads what each event reports, so level semantics serve it too; on
+    // select and poll it must ask for them (event semantics are refused there).
     for backend in ["epoll", "poll", "select", "select-improved"] {
-        let output = run(&hello, &[], Some(backend));
+        let output = run_with(&hello, &[], Some(backend), Some("level"));
         assert!(output.status.success(), "{backend}: {}", describe(&output));
     }
+    let refused = run_with(&hello, &[], Some("poll"), None);
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("declare_interest: Operation not supported"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -41,8 +50,10 @@ fn devpollperf_delivers_exactly_the_written_pipe() {
         "devpollperf",
         Link::Shared,
     );
+    // devpollperf reads every pipe it is told of: level semantics are what it
+    // measures poll with (asked for, since the paper API's default is event mode).
     for backend in [None, Some("poll"), Some("select-improved")] {
-        let output = run(&perf, &["300", "3000", "7"], backend);
+        let output = run_with(&perf, &["300", "3000", "7"], backend, Some("level"));
         assert!(
             output.status.success(),
             "{backend:?}: {}",

@@ -2,6 +2,9 @@
 //! the servers, load generators and the lab.
 
 mod backends_cmd;
+mod lab_args;
+mod pipebench_args;
+mod torture_cmd;
 
 use evq_lab::pipebench;
 
@@ -27,7 +30,7 @@ enum Command {
     /// The Solaris devpollperf test (SEEDS 004): N descriptors, write one token to a
     /// random one, wait, read it; cost per event for every backend beside a raw
     /// C floor measured in the same run.
-    Pipebench(pipebench::PipebenchArgs),
+    Pipebench(pipebench_args::PipebenchArgs),
     /// The event-driven HTTP server of the experiments (fixed reply or static files).
     Serve(evq_http::ServeArgs),
     /// The event-driven HTTP proxy of SEEDS 000 (keep-alive origin pool).
@@ -40,26 +43,31 @@ enum Command {
     Wan(evq_load::WanArgs),
     /// The Stevens server family (SEEDS 003): prefork/prethread designs, herd, wake-one.
     Herd(evq_herd::HerdArgs),
+    /// Drive every backend hard under random churn and keep an exactly-once ledger:
+    /// lost, duplicated, stale and misdelivered events per backend and thread count.
+    Torture(torture_cmd::TortureArgs),
     /// Re-run the source papers' experiments on this kernel and write a report
     /// (lab-report/index.html, PNG plots, results.json).
-    Lab(evq_lab::LabArgs),
+    Lab(lab_args::LabArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Backends(args) => backends_cmd::run(&args),
-        Command::Pipebench(args) => pipebench::run(&args),
+        Command::Pipebench(args) => pipebench::run(&args.config(), args.json),
         Command::Serve(args) => evq_http::run_serve(&args),
         Command::Proxy(args) => evq_http::run_proxy(&args),
         Command::Load(args) => evq_load::load_command(&args),
         Command::Dead(args) => evq_load::dead_command(&args),
         Command::Wan(args) => evq_load::wan_command(&args),
         Command::Herd(args) => evq_herd::cli(&args),
-        Command::Lab(args) => {
-            let line = std::env::args().collect::<Vec<_>>().join(" ");
-            evq_lab::run(&args, &line).map(drop)
-        }
+        Command::Torture(args) => match torture_cmd::run(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
+        Command::Lab(args) => lab_args::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -193,7 +193,9 @@ fn lab_smoke_writes_a_well_formed_report() {
         pipe["verdict"], "not_measured",
         "pipe-scaling must measure: {pipe}"
     );
-    assert!(pipe["data"].as_array().is_some_and(|d| !d.is_empty()));
+    assert!(pipe["data"]["main"]
+        .as_array()
+        .is_some_and(|d| !d.is_empty()));
     let html = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
     assert!(html.starts_with("<!doctype html>") && html.trim_end().ends_with("</html>"));
     assert!(html.contains("<svg"), "plots are embedded");
@@ -208,5 +210,38 @@ fn lab_smoke_writes_a_well_formed_report() {
         text.contains("pipe-scaling") && text.contains("report:"),
         "{text}"
     );
+    // The raw records re-judge to the same results, measuring nothing.
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("raw.json")).unwrap()).unwrap();
+    assert_eq!(
+        raw["experiments"].as_array().unwrap().len(),
+        experiments.len()
+    );
+    let before = std::fs::read_to_string(out_dir.join("results.json")).unwrap();
+    let out = evq(&["lab", "--rejudge", out_dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = std::fs::read_to_string(out_dir.join("results.json")).unwrap();
+    assert_eq!(
+        before, after,
+        "re-judging the same raw records changed the results"
+    );
     let _ = std::fs::remove_dir_all(out_dir);
+}
+
+#[test]
+fn lab_rejudge_without_raw_records_says_where_they_come_from() {
+    let dir = std::env::temp_dir().join(format!("evq-lab-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = evq(&["lab", "--rejudge", dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("raw.json") && err.contains("--out"), "{err}");
+    let out = evq(&["lab", "--only", "no-such-scenario"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("known: pipe-scaling"));
+    let _ = std::fs::remove_dir_all(dir);
 }

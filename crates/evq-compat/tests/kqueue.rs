@@ -322,12 +322,12 @@ fn wakeone_wakes_one_and_rotates() {
                         i,
                     )],
                 );
-                tx.send(()).unwrap();
+                tx.send(evq_testkit::gettid()).unwrap();
                 let (mut woken, mut accepted) = (0u64, 0u64);
                 let mut out = [Kevent::default(); 4];
                 while !stop.load(Ordering::Acquire) {
                     let n = kq
-                        .kevent(&[], &mut out, Some(Duration::from_millis(50)))
+                        .kevent(&[], &mut out, Some(Duration::from_millis(500)))
                         .unwrap();
                     if n == 0 {
                         continue;
@@ -346,10 +346,16 @@ fn wakeone_wakes_one_and_rotates() {
         })
         .collect();
     drop(tx);
-    for _ in 0..N {
-        rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    }
+    let tids: Vec<libc::pid_t> = (0..N)
+        .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .collect();
     for _ in 0..M {
+        // Every kqueue asleep in its wait before the connection comes: one still on
+        // its way back from the last would be skipped by rotation through no fault
+        // of it (the test was flaky on a loaded box for exactly that reason).
+        for &tid in &tids {
+            evq_testkit::wait_until_blocked_in_wait(tid);
+        }
         let mut c = TcpStream::connect(addr).unwrap();
         c.set_read_timeout(PATIENCE).unwrap();
         let mut b = [0u8];
@@ -362,21 +368,17 @@ fn wakeone_wakes_one_and_rotates() {
     let accepted: u64 = tallies.iter().map(|t| t.1).sum();
     let woken: u64 = tallies.iter().map(|t| t.0).sum();
     assert_eq!(accepted, M as u64);
-    // Rotation re-adds a knote (DEL on delivery, ADD on the next call), and ADD
-    // polls at once: a connection still waiting in the backlog then also wakes the
-    // re-added knote. Exactly-once *delivery* is the accept count above; wakeups are
-    // bounded, not exact (measured 400–506 per 400 on a loaded 2-core box).
-    assert!(
-        woken <= M as u64 * 3 / 2,
-        "woken {woken} for {M} connections"
+    // With every kqueue asleep when each connection comes and each connection
+    // accepted before the next, one wakes per connection: rotation re-adds a knote
+    // on the next call and ADD polls at once, but the backlog is empty by then.
+    assert_eq!(
+        woken, M as u64,
+        "woken {woken} for {M} connections: {tallies:?}"
     );
-    // Rotation decides who is *woken*; who then wins accept() depends on which
-    // thread the scheduler runs first (a woken kqueue can find the backlog already
-    // drained by one woken before it). So the fairness bound is on wakeups, which
-    // measured 1.02-1.11 here even in runs whose accept shares were 21 vs 134.
+    // And the wake-ups rotate: each kqueue gets its turn.
     let max = tallies.iter().map(|t| t.0).max().unwrap() as f64;
     let min = tallies.iter().map(|t| t.0).min().unwrap() as f64;
-    assert!(min > 0.0 && max / min <= 1.6, "wake share {tallies:?}");
+    assert!(min > 0.0 && max / min <= 1.1, "wake share {tallies:?}");
     // Every kqueue still does real work.
     assert!(
         tallies.iter().all(|t| t.1 > 0),

@@ -1,4 +1,4 @@
-//! The bench.c chain (see [`crate::experiments::bench_c`]) on the Rust event
+//! The bench.c chain (the bench-c scenario's workload) on the Rust event
 //! crates people use instead of evq: [`mio`] and [`polling`], both on epoll here.
 //!
 //! The workload is the C peers' (`peers/bench_common.h`), step for step: `n`
@@ -31,9 +31,10 @@
 
 use std::io;
 use std::num::NonZeroUsize;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::os::fd::AsFd;
 use std::time::Instant;
+
+use crate::bench_chain::Chain;
 
 /// mio's version as Cargo resolved it (read from Cargo.lock by the build script).
 pub const MIO_VERSION: &str = env!("EVQ_LAB_MIO_VERSION");
@@ -83,90 +84,6 @@ impl RustPeer {
             RustPeer::Mio => run_mio(n, a, w, reps),
             RustPeer::Polling => run_polling(n, a, w, reps),
         }
-    }
-}
-
-/// The pipes and the counters of `bench_common.h`.
-struct Chain {
-    /// Kept so the descriptors live as long as the chain.
-    pairs: Vec<(UnixStream, UnixStream)>,
-    reads_fd: Vec<RawFd>,
-    writes_fd: Vec<RawFd>,
-    count: usize,
-    fired: usize,
-    writes: usize,
-    total_reads: u64,
-}
-
-impl Chain {
-    fn new(n: usize, a: usize) -> io::Result<Chain> {
-        if n == 0 || a == 0 || a > n {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("bad n/a: {n}/{a}"),
-            ));
-        }
-        let pairs: Vec<(UnixStream, UnixStream)> = (0..n)
-            .map(|_| UnixStream::pair())
-            .collect::<io::Result<_>>()?;
-        for (r, s) in &pairs {
-            r.set_nonblocking(true)?;
-            s.set_nonblocking(true)?;
-        }
-        Ok(Chain {
-            reads_fd: pairs.iter().map(|p| p.0.as_raw_fd()).collect(),
-            writes_fd: pairs.iter().map(|p| p.1.as_raw_fd()).collect(),
-            pairs,
-            count: 0,
-            fired: 0,
-            writes: 0,
-            total_reads: 0,
-        })
-    }
-
-    fn send(fd: RawFd) -> bool {
-        // SAFETY: one byte from a static buffer to a socket the chain owns.
-        unsafe { libc::send(fd, b"e".as_ptr().cast(), 1, 0) == 1 }
-    }
-
-    /// `start_run()`: one byte into each of `a` pipes spaced `n / a` apart.
-    fn start_run(&mut self, a: usize, w: usize) {
-        let space = self.reads_fd.len() / a;
-        for i in 0..a {
-            Chain::send(self.writes_fd[i * space]);
-        }
-        self.fired = a;
-        self.count = 0;
-        self.writes = w;
-    }
-
-    /// The first half of `on_readable()`: read one byte; whether one came.
-    fn read_one(&mut self, idx: usize) -> bool {
-        let mut ch = 0u8;
-        // SAFETY: reads at most one byte into a live u8 from a socket the chain owns.
-        let got = unsafe { libc::recv(self.reads_fd[idx], (&mut ch as *mut u8).cast(), 1, 0) } == 1;
-        if got {
-            self.count += 1;
-            self.total_reads += 1;
-        }
-        got
-    }
-
-    /// The second half of `on_readable()`: while writes remain, one byte to the
-    /// next pipe.
-    fn write_next(&mut self, idx: usize) {
-        if self.writes > 0 {
-            let n = self.reads_fd.len();
-            let widx = if idx + 1 >= n { idx + 1 - n } else { idx + 1 };
-            if Chain::send(self.writes_fd[widx]) {
-                self.writes -= 1;
-                self.fired += 1;
-            }
-        }
-    }
-
-    fn done(&self) -> bool {
-        self.count == self.fired
     }
 }
 

@@ -1,205 +1,209 @@
-//! `evq lab`: runs the scenarios, shows progress, writes the report.
+//! `evq lab`: measures the chosen scenarios into `raw.json`, then judges and
+//! renders what that file holds; `evq lab --rejudge DIR` does the second half
+//! again on a run's `raw.json` without measuring.
 
+use crate::experiment::{Ctx, Judged, Outcome, RunSize, Scenario};
+use crate::experiments;
 use crate::machine;
-use crate::record::{ClaimCheck, ExperimentRecord, LabResults, Verdict};
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::record::{ExperimentRecord, LabResults, RawExperiment, RawRun, RAW_FORMAT};
+use crate::tools::Tools;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Flags of `evq lab`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct LabArgs {
-    /// Smaller sweeps: the whole lab in a few minutes.
-    #[arg(long)]
-    pub quick: bool,
-    /// Run only these scenarios (repeatable or comma-separated).
-    #[arg(long, value_delimiter = ',')]
+/// The raw records' file, in the report directory.
+pub const RAW_FILE: &str = "raw.json";
+
+/// What `evq lab` is asked to do.
+#[derive(Clone, Debug)]
+pub struct LabOptions {
+    /// How big the sweeps are.
+    pub size: RunSize,
+    /// Only these scenarios (all when empty).
     pub only: Vec<String>,
-    /// Tiny sweeps that only prove every scenario runs end to end and the report
-    /// is well formed (what CI runs); the numbers mean nothing.
-    #[arg(long, hide = true)]
-    pub smoke: bool,
     /// Where the report goes.
-    #[arg(long, default_value = "lab-report")]
     pub out: PathBuf,
+    /// The `evq` program to start servers and clients from (found when `None`;
+    /// see [`Tools::resolve`]).
+    pub evq_bin: Option<PathBuf>,
+    /// The command line, for the report.
+    pub command_line: String,
 }
 
-/// What a running scenario is given.
-pub struct Scenario {
-    /// `--quick`.
-    pub quick: bool,
-    /// `--smoke`: the smallest sweep that exercises the code.
-    pub smoke: bool,
-    /// The report directory (plots are written here).
-    pub out_dir: PathBuf,
-    bar: ProgressBar,
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
-impl Scenario {
-    /// Shows what the scenario is doing now.
-    pub fn progress(&self, line: &str) {
-        self.bar.set_message(line.to_string());
-    }
-}
-
-type ScenarioFn = fn(&Scenario) -> io::Result<ExperimentRecord>;
-
-/// A scenario the lab can run, or one it knows of but this build cannot run yet.
-pub struct ScenarioEntry {
-    /// `--only` name.
-    pub name: &'static str,
-    /// The source.
-    pub seed: &'static str,
-    /// The claim it checks.
-    pub claim: &'static str,
-    /// How to run it, or `Err(why not)`.
-    pub run: Result<ScenarioFn, &'static str>,
-}
-
-/// Every scenario, in report order.
-pub const SCENARIOS: &[ScenarioEntry] = &[
-    ScenarioEntry {
-        name: "pipe-scaling",
-        seed: "004 Solaris /dev/poll (Sun, 2002): devpollperf",
-        claim: "poll's cost grows with descriptors; /dev/poll (epoll) stays flat",
-        run: Ok(crate::experiments::pipe_scaling::run),
-    },
-    ScenarioEntry {
-        name: "bench-c",
-        seed: "002 Libenzi /dev/epoll: pipetest; libevent's bench.c",
-        claim: "epoll-based loops stay flat with idle pipes; evq vs libev, libevent, libuv, mio, polling",
-        run: Ok(crate::experiments::bench_c::run),
-    },
-    ScenarioEntry {
-        name: "cold-connections",
-        seed: "000 Banga, Mogul, Druschel (USENIX 1999): Fig 8, 9, Table 2; 002 dead connections",
-        claim: "throughput with the explicit API is flat as cold connections grow; select falls",
-        run: Ok(crate::experiments::cold_connections::run),
-    },
-    ScenarioEntry {
-        name: "signals",
-        seed: "001 Lever, Tweedie (ALS 2000): sigtimedwait4 and load limiting",
-        claim: "bulk pickup gains little; load limiting keeps overloaded throughput from collapsing",
-        run: Ok(crate::experiments::signals::run),
-    },
-    ScenarioEntry {
-        name: "burst",
-        seed: "002 Libenzi /dev/epoll: 27,000 connections × 2 calls at rate 5,000",
-        claim: "RT signals suffer in bursts as the signal queue fills; epoll does not",
-        run: Ok(crate::experiments::burst::run),
-    },
-    ScenarioEntry {
-        name: "herd",
-        seed: "003 DragonFly BSD EV_WAKEONE: the Stevens server family",
-        claim: "wake-one matches or beats blocking in accept and removes the thundering herd",
-        run: Ok(crate::experiments::herd::run),
-    },
-    ScenarioEntry {
-        name: "proxy",
-        seed: "000 Banga, Mogul, Druschel: the event-driven proxy with hot and cold clients",
-        claim: "with 2,000 connections the explicit API improves maximum throughput by 28%",
-        run: Ok(crate::experiments::proxy::run),
-    },
-    ScenarioEntry {
-        name: "load-client",
-        seed: "002 Libenzi /dev/epoll and 000 Banga et al.: httperf as the load client",
-        claim: "an event-driven load client built on evq outdoes httperf",
-        run: Ok(crate::experiments::load_client::run),
-    },
-];
-
-fn not_run(entry: &ScenarioEntry, why: &str) -> ExperimentRecord {
-    let mut record = ExperimentRecord::new(
-        entry.name,
-        entry.seed,
-        vec![ClaimCheck {
-            claim: entry.claim.to_string(),
-            measured: format!("not run: {why}"),
-            verdict: Verdict::NotMeasured,
-            reasoning: "no measurement, no verdict".to_string(),
-        }],
-    );
-    record.data = serde_json::json!({ "not_run": why });
-    record
-}
-
-/// Runs the lab and writes the report; returns the results.
+/// The scenarios `only` names (all when empty), in report order.
 ///
 /// # Errors
-/// An unknown `--only` name; failure to write the report. A scenario that fails
-/// is recorded as not measured with its error, and the others still run.
-pub fn run(args: &LabArgs, command_line: &str) -> io::Result<LabResults> {
-    for name in &args.only {
-        if !SCENARIOS.iter().any(|s| s.name == name) {
-            let known: Vec<_> = SCENARIOS.iter().map(|s| s.name).collect();
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("unknown scenario {name:?}; known: {}", known.join(", ")),
-            ));
+/// An unknown name, with the known ones.
+pub fn chosen(only: &[String]) -> io::Result<Vec<&'static dyn Scenario>> {
+    for name in only {
+        if experiments::find(name).is_none() {
+            let known: Vec<_> = experiments::ALL.iter().map(|s| s.name()).collect();
+            return Err(invalid(format!(
+                "unknown scenario {name:?}; known: {}",
+                known.join(", ")
+            )));
         }
     }
-    std::fs::create_dir_all(&args.out)?;
-    let machine = machine::machine();
-    let mut experiments = Vec::new();
-    let chosen: Vec<&ScenarioEntry> = SCENARIOS
+    Ok(experiments::ALL
         .iter()
-        .filter(|s| args.only.is_empty() || args.only.iter().any(|o| o == s.name))
-        .collect();
-    let style =
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {prefix:<17} {wide_msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner());
-    for (i, entry) in chosen.iter().enumerate() {
-        let bar = ProgressBar::new_spinner()
-            .with_style(style.clone())
-            .with_prefix(format!("{}/{} {}", i + 1, chosen.len(), entry.name));
-        bar.enable_steady_tick(Duration::from_millis(200));
-        let scenario = Scenario {
-            quick: args.quick || args.smoke,
-            smoke: args.smoke,
-            out_dir: args.out.clone(),
-            bar: bar.clone(),
-        };
-        let started = Instant::now();
-        let mut record = match entry.run {
-            Ok(f) => f(&scenario).unwrap_or_else(|e| not_run(entry, &format!("failed: {e}"))),
-            Err(why) => not_run(entry, why),
-        };
-        record.seconds = started.elapsed().as_secs_f64();
-        bar.finish_with_message(format!(
-            "{} ({:.1} s)",
-            record.verdict.label(),
-            record.seconds
-        ));
-        experiments.push(record);
-    }
-    let results = LabResults {
-        machine,
+        .copied()
+        .filter(|s| only.is_empty() || only.iter().any(|o| o == s.name()))
+        .collect())
+}
+
+/// Measures the scenarios into `OUT/raw.json` (rewritten after each one, so an
+/// interrupted run keeps what it measured), then judges and renders it.
+///
+/// # Errors
+/// An unknown scenario name, an `--evq-bin` that is not evq, failure to write
+/// the report. A scenario that fails is recorded with its error and its claims
+/// are not measured; the others still run.
+pub fn run(opts: &LabOptions) -> io::Result<LabResults> {
+    let chosen = chosen(&opts.only)?;
+    let tools = Tools::resolve(opts.evq_bin.as_deref())?;
+    std::fs::create_dir_all(&opts.out)?;
+    let mut raw = RawRun {
+        format: RAW_FORMAT,
+        machine: machine::machine(),
         kernel: machine::kernel(),
         peers: machine::peers(),
-        quick: args.quick,
-        command: command_line.to_string(),
-        experiments,
+        size: opts.size,
+        command: opts.command_line.clone(),
+        experiments: Vec::new(),
     };
-    let json = serde_json::to_string_pretty(&results).map_err(io::Error::other)?;
-    std::fs::write(args.out.join("results.json"), json)?;
-    std::fs::write(args.out.join("index.html"), crate::report::html(&results))?;
-    print_summary(&results, args);
+    let bars = MultiProgress::new();
+    let style = ProgressStyle::with_template(
+        "{prefix:<20} [{bar:24}] {pos:>3}/{len:<3} {elapsed:>4} ~{eta:<4} left  {wide_msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    for (i, scenario) in chosen.iter().enumerate() {
+        let bar = bars.add(
+            ProgressBar::new(0)
+                .with_style(style.clone())
+                .with_prefix(format!("{}/{} {}", i + 1, chosen.len(), scenario.name())),
+        );
+        bar.enable_steady_tick(Duration::from_millis(500));
+        let ctx = Ctx::new(&opts.out, &tools, &bar);
+        let started = Instant::now();
+        let outcome = Outcome::of(scenario.measure_raw(opts.size, &ctx));
+        let seconds = started.elapsed().as_secs_f64();
+        bar.finish_with_message(match &outcome {
+            Outcome::Measured(_) => format!("measured ({seconds:.1} s)"),
+            Outcome::Failed(why) => format!("failed ({seconds:.1} s): {why}"),
+        });
+        raw.experiments.push(RawExperiment {
+            name: scenario.name().to_string(),
+            seconds,
+            outcome,
+        });
+        write_raw(&opts.out, &raw)?;
+    }
+    // Judge what the file holds, exactly as a re-judging run will.
+    rejudge(&opts.out)
+}
+
+fn write_raw(dir: &Path, raw: &RawRun) -> io::Result<()> {
+    let json = serde_json::to_string_pretty(raw).map_err(io::Error::other)?;
+    let tmp = dir.join(format!("{RAW_FILE}.tmp"));
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(tmp, dir.join(RAW_FILE))
+}
+
+/// Reads `DIR/raw.json`, judges it and renders the report into `DIR`
+/// (`index.html`, the PNG plots, `results.json`), measuring nothing.
+///
+/// # Errors
+/// No readable `raw.json` in `DIR`, one written in another format, or failure
+/// to write the report.
+pub fn rejudge(dir: &Path) -> io::Result<LabResults> {
+    let path = dir.join(RAW_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{}: {e} (a lab run writes it into its --out directory)",
+                path.display()
+            ),
+        )
+    })?;
+    let raw: RawRun = serde_json::from_str(&text).map_err(|e| {
+        invalid(format!(
+            "{}: not a lab run's raw records: {e}",
+            path.display()
+        ))
+    })?;
+    if raw.format != RAW_FORMAT {
+        return Err(invalid(format!(
+            "{}: raw records in format {}, this lab reads format {RAW_FORMAT}",
+            path.display(),
+            raw.format
+        )));
+    }
+    let mut results = judge(&raw);
+    crate::report::write(&mut results, dir)?;
     Ok(results)
 }
 
-fn print_summary(results: &LabResults, args: &LabArgs) {
-    println!();
-    println!("{:<18} {:<13} measured here", "experiment", "verdict");
+/// The verdicts, notes and figures the raw records support. Pure: the same
+/// records always give the same results.
+pub fn judge(raw: &RawRun) -> LabResults {
+    LabResults {
+        machine: raw.machine.clone(),
+        kernel: raw.kernel.clone(),
+        peers: raw.peers.clone(),
+        size: raw.size,
+        quick: raw.size != RunSize::Full,
+        command: raw.command.clone(),
+        experiments: raw.experiments.iter().map(judge_one).collect(),
+    }
+}
+
+fn judge_one(e: &RawExperiment) -> ExperimentRecord {
+    let Some(scenario) = experiments::find(&e.name) else {
+        let why = format!("not judged: this lab has no scenario {:?}", e.name);
+        return ExperimentRecord::new(
+            &e.name,
+            "",
+            Judged::not_measured(&[format!("the claims of {}", e.name)], &why),
+            serde_json::Value::Null,
+            e.seconds,
+        );
+    };
+    let (judged, data) = match &e.outcome {
+        Outcome::Measured(records) => match scenario.judge_raw(records) {
+            Ok(judged) => (judged, records.clone()),
+            Err(why) => (
+                Judged::not_measured(&scenario.claims(), &format!("not judged: {why}")),
+                records.clone(),
+            ),
+        },
+        Outcome::Failed(why) => (
+            Judged::not_measured(&scenario.claims(), &format!("not run: failed: {why}")),
+            serde_json::json!({ "not_run": why }),
+        ),
+    };
+    ExperimentRecord::new(scenario.name(), scenario.seed(), judged, data, e.seconds)
+}
+
+/// The claim-by-claim summary `evq lab` prints.
+pub fn summary(results: &LabResults) -> String {
+    let mut text = format!("\n{:<18} {:<13} measured here\n", "experiment", "verdict");
     for e in &results.experiments {
         for (i, c) in e.checks.iter().enumerate() {
             let name = if i == 0 { e.name.as_str() } else { "" };
-            println!("{:<18} {:<13} {}", name, c.verdict.label(), c.measured);
+            text.push_str(&format!(
+                "{:<18} {:<13} {}\n",
+                name,
+                c.verdict.label(),
+                c.measured
+            ));
         }
     }
-    println!();
-    println!(
-        "report: {}  (results.json beside it)",
-        args.out.join("index.html").display()
-    );
+    text
 }

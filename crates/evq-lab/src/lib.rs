@@ -6,18 +6,25 @@
 
 #![deny(missing_docs)]
 
+mod bench_chain;
 pub mod bench_rust_peers;
+pub mod experiment;
 pub mod experiments;
-mod lab;
+mod html;
+pub mod lab;
 pub mod machine;
-pub mod peer_servers;
 pub mod pipebench;
 pub mod placement;
 pub mod plot;
 mod probe_fds;
+pub mod procinfo;
 pub mod record;
 pub mod report;
 pub mod resources;
-mod spread;
+pub mod rig;
+pub mod stats;
+pub mod tools;
+pub mod verdict;
 
-pub use lab::{run, LabArgs, Scenario, SCENARIOS};
+pub use experiment::{Experiment, Judged, RunSize, Scenario};
+pub use lab::{judge, rejudge, run, summary, LabOptions, RAW_FILE};

@@ -1,11 +1,11 @@
 //! What the report says about the machine it ran on, and which peers it found.
 
-use crate::record::PeerInfo;
-use serde::Serialize;
+use procfs::Current;
+use serde::{Deserialize, Serialize};
 use std::process::Command;
 
 /// The machine, as far as a reader needs it to judge the numbers.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MachineInfo {
     /// CPU model name from /proc/cpuinfo.
     pub cpu: String,
@@ -21,25 +21,13 @@ pub struct MachineInfo {
     pub rustc: String,
 }
 
-fn read(path: &str) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
 /// Describes this machine.
 pub fn machine() -> MachineInfo {
-    let cpuinfo = read("/proc/cpuinfo");
-    let cpu = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .map(|s| s.trim().to_string())
+    let cpu = procfs::CpuInfo::current()
+        .ok()
+        .and_then(|c| c.model_name(0).map(|s| s.trim().to_string()))
         .unwrap_or_else(|| "unknown".into());
-    let memory_mib = read("/proc/meminfo")
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .map_or(0, |kb| kb / 1024);
+    let memory_mib = procfs::Meminfo::current().map_or(0, |m| m.mem_total / (1024 * 1024));
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -51,14 +39,19 @@ pub fn machine() -> MachineInfo {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         memory_mib,
         nofile_hard: lim.rlim_max,
-        loadavg_at_start: read("/proc/loadavg").trim().to_string(),
+        loadavg_at_start: crate::procinfo::loadavg_line(),
         rustc: command_line("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
     }
 }
 
 /// `uname -srvm`.
 pub fn kernel() -> String {
-    command_line("uname", &["-srvm"]).unwrap_or_else(|| read("/proc/version").trim().to_string())
+    command_line("uname", &["-srvm"]).unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/version")
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    })
 }
 
 /// The first line a command prints (stdout, else stderr), if it runs.
@@ -74,6 +67,17 @@ pub fn command_line(program: &str, args: &[&str]) -> Option<String> {
         .next()
         .map(|l| l.trim().to_string())
         .filter(|l| !l.is_empty())
+}
+
+/// A peer implementation (library or server) and whether this machine has it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PeerInfo {
+    /// Name as people know it.
+    pub name: String,
+    /// Version string, if installed.
+    pub version: Option<String>,
+    /// How to install it when missing.
+    pub install: String,
 }
 
 fn dpkg_version(package: &str) -> Option<String> {

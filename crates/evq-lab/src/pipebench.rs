@@ -8,11 +8,11 @@
 //! rotated between repetitions (A/B alternation) and the median is reported. The
 //! measuring thread stays on one CPU for the whole run (`EVQ_LAB_PIN=0`: unpinned).
 
-pub use crate::probe_fds::FdKind as ProbeKind;
-use crate::probe_fds::{FdKind, ProbeFds};
+pub use crate::probe_fds::FdKind;
+use crate::probe_fds::ProbeFds;
 use crate::resources::{raise_nofile, CpuTime};
 use evq::{BackendKind, EventQueue, Events, Interest, Options};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
@@ -31,42 +31,46 @@ extern "C" {
     ) -> i64;
 }
 
-/// Flags of `evq pipebench`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct PipebenchArgs {
-    /// Backend to measure (repeatable); default: every available one.
-    #[arg(long = "backend")]
+/// What `evq pipebench` measures (its flags, as a value).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Backends to measure; empty: every available one.
     pub backends: Vec<String>,
-    /// Numbers of descriptors (repeatable or comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 10, 100, 1000, 10000])]
+    /// Numbers of descriptors.
     pub fds: Vec<usize>,
     /// Timed iterations per run for O(ready) contenders; O(registered) ones (select,
     /// poll) run `iters * 100 / fds` (at least 1000, at most `iters`) so a sweep
     /// to 10,000 descriptors stays short.
-    #[arg(long, default_value_t = 20_000)]
     pub iters: u64,
     /// Repetitions of each run; the median is reported.
-    #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Events per get_next_event call (the batch's capacity).
-    #[arg(long, default_value_t = 64)]
     pub batch: usize,
-    /// `raw` runs the C floor (raw-none, raw-poll, raw-epoll) in the same run.
-    #[arg(long, value_enum, default_value_t = Baseline::Raw)]
+    /// Whether the raw C floor runs in the same run.
     pub baseline: Baseline,
     /// Descriptor kind.
-    #[arg(long, value_enum, default_value_t = FdKind::Auto)]
     pub fd_kind: FdKind,
     /// Seed of the pseudo-random descriptor sequence.
-    #[arg(long, default_value_t = 0x5eed_1999)]
     pub seed: u64,
-    /// Print JSON records instead of a table.
-    #[arg(long)]
-    pub json: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            backends: Vec::new(),
+            fds: vec![1, 10, 100, 1000, 10000],
+            iters: 20_000,
+            reps: 5,
+            batch: 64,
+            baseline: Baseline::Raw,
+            fd_kind: FdKind::Auto,
+            seed: 0x5eed_1999,
+        }
+    }
 }
 
 /// Whether the raw C floor runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Baseline {
     /// Run raw-none, raw-poll and raw-epoll beside evq.
     Raw,
@@ -104,7 +108,7 @@ struct Sample {
 }
 
 /// One JSON record: a contender at one size.
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct PipebenchRecord {
     /// Contender: an evq backend name or raw-none, raw-poll, raw-epoll.
     pub backend: String,
@@ -122,9 +126,11 @@ pub struct PipebenchRecord {
     pub min: f64,
     /// Slowest repetition, ns per event.
     pub max: f64,
-    /// Median user CPU ns per event.
+    /// Median user CPU ns per event (NaN where not measured).
+    #[serde(deserialize_with = "crate::stats::nan_if_null")]
     pub user_ns_per_event: f64,
-    /// Median system CPU ns per event.
+    /// Median system CPU ns per event (NaN where not measured).
+    #[serde(deserialize_with = "crate::stats::nan_if_null")]
     pub sys_ns_per_event: f64,
     /// raw-poll only: median ns per event spent scanning the result array in user
     /// space (timed directly, not tick-sampled).
@@ -132,14 +138,8 @@ pub struct PipebenchRecord {
     pub scan_ns_per_event: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    crate::stats::median(v).unwrap_or(f64::NAN)
 }
 
 struct Xorshift(u64);
@@ -157,14 +157,18 @@ impl Xorshift {
     }
 }
 
-fn run_evq(
-    kind: BackendKind,
-    probes: &ProbeFds,
+/// One timed run of the loop: which descriptors, how long, which sequence.
+#[derive(Clone, Copy)]
+struct Loop<'a> {
+    probes: &'a ProbeFds,
     iters: u64,
     warmup: u64,
     seed: u64,
     batch: usize,
-) -> io::Result<Sample> {
+}
+
+fn run_evq(kind: BackendKind, l: &Loop) -> io::Result<Sample> {
+    let (probes, iters, warmup, seed, batch) = (l.probes, l.iters, l.warmup, l.seed, l.batch);
     let mut queue = EventQueue::with_backend(kind)?;
     for (i, &fd) in probes.read_fds.iter().enumerate() {
         queue.declare_interest(fd, Interest::READ, Options::new(i as u64))?;
@@ -202,14 +206,8 @@ fn run_evq(
     Ok(sample(elapsed, cpu, iters))
 }
 
-fn run_raw(
-    kind: i32,
-    probes: &ProbeFds,
-    iters: u64,
-    warmup: u64,
-    seed: u64,
-    batch: usize,
-) -> io::Result<Sample> {
+fn run_raw(kind: i32, l: &Loop) -> io::Result<Sample> {
+    let (probes, iters, warmup, seed, batch) = (l.probes, l.iters, l.warmup, l.seed, l.batch);
     let cpu0 = CpuTime::of_this_thread();
     let mut scan_ns = 0i64;
     // SAFETY: the fd arrays are live, `n` long, and stay open for the call;
@@ -249,7 +247,7 @@ fn sample(elapsed: Duration, cpu: CpuTime, iters: u64) -> Sample {
     }
 }
 
-fn contenders(args: &PipebenchArgs) -> io::Result<Vec<Contender>> {
+fn contenders(args: &Config) -> io::Result<Vec<Contender>> {
     let mut list = Vec::new();
     if args.baseline == Baseline::Raw {
         list.extend([
@@ -273,10 +271,11 @@ fn contenders(args: &PipebenchArgs) -> io::Result<Vec<Contender>> {
 }
 
 /// Runs the benchmark and returns its records (also used by the lab).
-pub fn measure(
-    args: &PipebenchArgs,
-    mut progress: impl FnMut(&str),
-) -> io::Result<Vec<PipebenchRecord>> {
+///
+/// # Errors
+/// A flag out of range, more descriptors than the limit allows, an unknown or
+/// unavailable backend asked for by name, or a system call failing mid-run.
+pub fn measure(args: &Config, mut progress: impl FnMut(&str)) -> io::Result<Vec<PipebenchRecord>> {
     if args.fds.is_empty() || args.fds.contains(&0) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -331,10 +330,16 @@ pub fn measure(
                 let iters = iters_for(&c);
                 let warmup = (iters / 20).max(10);
                 let seed = args.seed.wrapping_add(rep as u64) | 1;
+                let l = Loop {
+                    probes: &probes,
+                    iters,
+                    warmup,
+                    seed,
+                    batch: args.batch,
+                };
                 let s = match c {
-                    Contender::Raw(k, _) => run_raw(k, &probes, iters, warmup, seed, args.batch)?,
-                    Contender::Evq(k) => match run_evq(k, &probes, iters, warmup, seed, args.batch)
-                    {
+                    Contender::Raw(k, _) => run_raw(k, &l)?,
+                    Contender::Evq(k) => match run_evq(k, &l) {
                         // The rtsig backends refuse files that cannot signal (eventfd
                         // probes): leave them out of this size unless asked for by name.
                         Err(e)
@@ -389,8 +394,11 @@ pub fn find<'a>(
         .find(|r| r.backend == backend && r.fds == fds)
 }
 
-/// `evq pipebench`: measures and prints a table (or JSON).
-pub fn run(args: &PipebenchArgs) -> io::Result<()> {
+/// `evq pipebench`: measures and prints a table (or, with `json`, the records).
+///
+/// # Errors
+/// As [`measure`].
+pub fn run(args: &Config, json: bool) -> io::Result<()> {
     let tty = io::stderr().is_terminal();
     let records = measure(args, |line| {
         if tty {
@@ -401,7 +409,7 @@ pub fn run(args: &PipebenchArgs) -> io::Result<()> {
     if tty {
         eprint!("\r\x1b[2K");
     }
-    if args.json {
+    if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&records).map_err(io::Error::other)?
@@ -412,7 +420,7 @@ pub fn run(args: &PipebenchArgs) -> io::Result<()> {
     Ok(())
 }
 
-fn print_table(args: &PipebenchArgs, records: &[PipebenchRecord]) {
+fn print_table(args: &Config, records: &[PipebenchRecord]) {
     let mut names: Vec<&str> = Vec::new();
     for r in records {
         if !names.contains(&r.backend.as_str()) {

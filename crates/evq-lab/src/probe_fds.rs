@@ -2,12 +2,12 @@
 //! pipes would not fit under the descriptor limit (a pipe costs two descriptors;
 //! 10,000 pipes need 20,000, which is this machine's hard limit).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// What kind of descriptor the run uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FdKind {
     /// Pipes if the largest size fits under the limit, else eventfds.

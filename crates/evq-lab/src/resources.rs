@@ -55,37 +55,6 @@ impl CpuTime {
     }
 }
 
-/// The id of the one thread of this process named `name`
-/// (`/proc/self/task/*/comm`), waiting up to `wait` for it to appear (a new
-/// thread names itself once it runs). `None` if none, or more than one, has it.
-pub fn thread_named(name: &str, wait: Duration) -> Option<libc::pid_t> {
-    let until = std::time::Instant::now() + wait;
-    loop {
-        match thread_named_now(name) {
-            Ok(found) => return Some(found),
-            Err(true) => return None,
-            Err(false) if std::time::Instant::now() >= until => return None,
-            Err(false) => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
-}
-
-/// The thread named `name`; `Err(true)` if several are, `Err(false)` if none.
-fn thread_named_now(name: &str) -> Result<libc::pid_t, bool> {
-    let mut found = None;
-    let dir = std::fs::read_dir("/proc/self/task").map_err(|_| false)?;
-    for entry in dir.flatten() {
-        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() == name {
-            if found.is_some() {
-                return Err(true);
-            }
-            found = entry.file_name().to_str().and_then(|t| t.parse().ok());
-        }
-    }
-    found.ok_or(false)
-}
-
 /// Gives thread `tid` of this process a fixed CPU budget: `runtime` of CPU in
 /// every `period`, under `SCHED_DEADLINE`. The thread then runs as on a CPU that
 /// much slower, whatever else the machine runs (a deadline thread is served

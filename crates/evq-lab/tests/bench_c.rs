@@ -4,21 +4,7 @@
 
 use evq::BackendKind;
 use evq_lab::bench_rust_peers::{RustPeer, MIO_VERSION, POLLING_VERSION};
-use evq_lab::experiments::bench_c::{build_peer, run_evq, run_peer};
-
-const PEERS: &[(&str, &str, &str)] = &[
-    ("libev", include_str!("../peers/bench_libev.c"), "-lev"),
-    (
-        "libevent",
-        include_str!("../peers/bench_libevent.c"),
-        "pkg-config:libevent",
-    ),
-    (
-        "libuv",
-        include_str!("../peers/bench_libuv.c"),
-        "pkg-config:libuv",
-    ),
-];
+use evq_lab::experiments::bench_c::{build_peer, run_evq, run_peer, PEERS};
 
 #[test]
 fn every_contender_completes_the_chain() {

@@ -2,7 +2,7 @@
 //! docroot's files byte for byte over one keep-alive connection, reports its
 //! processes, memory and CPU, and is gone after drop.
 
-use evq_lab::peer_servers::{Docroot, PeerServer, PeerServerKind};
+use evq_lab::rig::{Docroot, PeerServer, PeerServerKind};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

@@ -27,6 +27,7 @@ fn first_chart_of_a_process_has_an_svg() {
         log_y: true,
         series: vec![Series {
             name: "s".into(),
+            evq: true,
             points: vec![(1.0, 1.0), (2.0, 10.0), (3.0, 100.0)],
         }],
     };

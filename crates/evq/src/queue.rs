@@ -2,7 +2,10 @@
 
 use crate::event::NOTIFY_TOKEN;
 use crate::interest_table::{key_fd, InterestTable, Registration, NOTIFY_KEY};
-use crate::sys::{syscall, AnyBackend, Backend, BackendKind, Capabilities, SysEvent, Watch};
+use crate::sys::{
+    syscall, unsupported, AnyBackend, Backend, BackendKind, Capabilities, ModifyError, SysEvent,
+    Watch,
+};
 use crate::timer_heap::{TimerHeap, TimerId};
 use crate::{Event, Events, Interest, Mode, Notifier, Options, Readiness};
 use std::io;
@@ -21,6 +24,10 @@ pub struct QueueStats {
     pub stale_dropped: u64,
     /// Times the kernel's interest set was rebuilt after stale events (epoll + dup).
     pub rebuilds: u64,
+    /// Times the kernel's own event queue overflowed and the backend recovered
+    /// without losing an event: the RT signal queue filled (`SIGIO`, then every
+    /// registration looked at), or io_uring's completion ring overflowed.
+    pub overflows: u64,
 }
 
 /// An event queue: declare interest once, then dequeue batches of ready events.
@@ -35,13 +42,6 @@ pub struct EventQueue {
     notifier: Notifier,
     needs_rebuild: bool,
     stats: QueueStats,
-}
-
-fn unsupported(kind: BackendKind, what: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        format!("the {kind} backend cannot deliver {what}; use a backend whose capabilities include it (e.g. epoll)"),
-    )
 }
 
 fn watch(fd: RawFd, key: u64, reg: &Registration) -> Watch {
@@ -135,16 +135,6 @@ impl EventQueue {
             self.revoke(fd)?;
             return syscall::current_state(fd);
         }
-        let caps = self.kind.capabilities();
-        match options.delivery_mode() {
-            Mode::Level if !caps.level => return Err(unsupported(self.kind, "level mode")),
-            Mode::Event if !caps.event => return Err(unsupported(self.kind, "event (edge) mode")),
-            Mode::Oneshot if !caps.oneshot => return Err(unsupported(self.kind, "oneshot mode")),
-            _ => {}
-        }
-        if options.is_wake_one() && !caps.wake_one {
-            return Err(unsupported(self.kind, "wake-one"));
-        }
         let reg = Registration {
             token: options.token(),
             interest,
@@ -152,14 +142,11 @@ impl EventQueue {
             wake_one: options.is_wake_one(),
             armed: true,
         };
+        if let Some(what) = self.backend.refusal(&watch(fd, 0, &reg)) {
+            return Err(unsupported(self.kind, what));
+        }
         match self.table.get(fd) {
-            None => {
-                let key = self.table.insert(fd, reg);
-                if let Err(e) = self.backend.add(&watch(fd, key, &reg)) {
-                    self.table.remove(fd);
-                    return Err(e);
-                }
-            }
+            None => self.register(fd, reg)?,
             Some(old) => {
                 let old_watch = watch(fd, self.table.key(fd), &old);
                 let key = self.table.update(fd, reg);
@@ -169,14 +156,8 @@ impl EventQueue {
                     // closed and reused behind the queue's back. A new file is a new
                     // registration, so it gets a new generation; anything the old
                     // file still produces (kept alive by a dup) is stale.
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                        let key = self.table.insert(fd, reg);
-                        if let Err(e) = self.backend.add(&watch(fd, key, &reg)) {
-                            self.table.remove(fd);
-                            return Err(e);
-                        }
-                    }
-                    Err(e) => {
+                    Err(ModifyError::Vanished) => self.register(fd, reg)?,
+                    Err(ModifyError::Refused(e)) => {
                         if syscall::is_open(fd) {
                             self.table.update(fd, old);
                         } else {
@@ -184,10 +165,22 @@ impl EventQueue {
                         }
                         return Err(e);
                     }
+                    Err(ModifyError::Lost(e)) => {
+                        self.table.remove(fd);
+                        return Err(e);
+                    }
                 }
             }
         }
         syscall::current_state(fd)
+    }
+
+    /// A new registration (new generation), or nothing if the kernel refuses it.
+    fn register(&mut self, fd: RawFd, reg: Registration) -> io::Result<()> {
+        let key = self.table.insert(fd, reg);
+        self.backend.add(&watch(fd, key, &reg)).inspect_err(|_| {
+            self.table.remove(fd);
+        })
     }
 
     fn revoke(&mut self, fd: RawFd) -> io::Result<()> {
@@ -217,13 +210,7 @@ impl EventQueue {
         if let Some(old) = self.table.get(fd) {
             let w = watch(fd, self.table.key(fd), &old);
             self.table.remove(fd);
-            if matches!(self.kind, BackendKind::Epoll) {
-                // Never touch the number in the kernel (it may name another file now);
-                // if epoll still watches the old file, its events are stale and trigger
-                // a rebuild.
-                return;
-            }
-            let _ = self.backend.remove(&w);
+            self.backend.forget(&w);
         }
     }
 
@@ -261,7 +248,10 @@ impl EventQueue {
 
     /// Counters about this queue.
     pub fn stats(&self) -> QueueStats {
-        self.stats
+        QueueStats {
+            overflows: self.backend.overflows(),
+            ..self.stats
+        }
     }
 
     /// Dequeues up to `events.capacity()` events into `events`, returning how many.
@@ -289,13 +279,14 @@ impl EventQueue {
                 "event batch has capacity 0",
             ));
         }
-        // The hot path, written out for the default backend: no timers to pop, no
-        // deadline to keep, no rebuild pending — one `epoll_wait` and the table
-        // lookups. Kept apart from the general loop so that the loop's six
-        // monomorphized backends do not make every call pay for their frame
-        // (callgrind, pipebench at 1,000 fds: 187 → 140 instructions a call).
+        // The hot path, written out for backends whose wait is one system call
+        // (`Backend::SLIM_WAIT`: epoll): no timers to pop, no deadline to keep, no
+        // rebuild pending — one `epoll_wait` and the table lookups. Kept apart from
+        // the general loop so that the loop's monomorphized backends do not make
+        // every call pay for their frame (callgrind, pipebench at 1,000 fds: 187 →
+        // 140 instructions a call).
         if self.timers.len() == 0 && !self.needs_rebuild && timeout.is_none_or(|t| t.is_zero()) {
-            if let AnyBackend::Epoll(backend) = &mut self.backend {
+            if let Some(backend) = self.backend.as_slim() {
                 self.stats.waits += 1;
                 let table = &mut self.table;
                 let mut notified = false;
@@ -351,7 +342,7 @@ impl EventQueue {
         }
         if stale > 0 {
             self.stats.stale_dropped += stale;
-            self.needs_rebuild = self.kind == BackendKind::Epoll;
+            self.needs_rebuild = self.backend.rebuilds_on_stale();
         }
         match result {
             Err(e) if e.kind() != io::ErrorKind::Interrupted && events.is_empty() => Err(e),

@@ -4,6 +4,7 @@
 mod util;
 
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Options, Readiness, NOTIFY_TOKEN};
+use evq_testkit::{gettid, wait_until_blocked_in_wait};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -121,6 +122,38 @@ fn event_mode_reports_once_per_happening() {
             assert_eq!(wait_some(&mut q, 8).len(), 1);
             assert_eq!(drain(&ours), 2);
             assert!(peek(&mut q).is_empty());
+        },
+    );
+}
+
+/// The case that decides which backends may offer event mode: the application is
+/// told "readable", drains to `EAGAIN`, and the peer refills before the next wait.
+/// The state at both waits is "readable", so only a backend that hears of arrivals
+/// can report it; one that sees only state would lose it (or, to avoid that, report
+/// every still-ready descriptor on every wait — level mode). Backends without
+/// `event` refuse the mode instead (`unsupported_combinations_fail_clearly`).
+#[test]
+fn event_mode_reports_data_drained_and_refilled_between_waits() {
+    for_each_backend(
+        |c| c.event,
+        |kind| {
+            let mut q = EventQueue::with_backend(kind).unwrap();
+            let (ours, peer) = pair();
+            q.declare_interest(fd(&ours), Interest::READ, Options::new(4).mode(Mode::Event))
+                .unwrap();
+            for round in 0..5 {
+                send(&peer, 2);
+                let got = wait_some(&mut q, 8);
+                assert_eq!(got.len(), 1, "round {round}: {got:?}");
+                assert_eq!(drain(&ours), 2, "round {round}");
+                // Refilled after EAGAIN, before the next wait.
+                send(&peer, 1);
+                let got = wait_some(&mut q, 8);
+                assert_eq!(got.len(), 1, "round {round}: refill lost: {got:?}");
+                assert!(got[0].readiness().contains(Readiness::READ));
+                assert_eq!(drain(&ours), 1, "round {round}");
+                assert!(peek(&mut q).is_empty(), "round {round}: re-reported");
+            }
         },
     );
 }
@@ -546,10 +579,78 @@ fn unsupported_combinations_fail_clearly() {
         if let Err(e) = event {
             assert_eq!(e.kind(), std::io::ErrorKind::Unsupported);
             assert!(e.to_string().contains(kind.name()), "{e}");
+            // The refusal says why and what to use instead; nothing was registered.
+            assert!(e.to_string().contains("Mode::Level"), "{e}");
+            assert_eq!(q.registered(), 0);
+            assert_eq!(
+                kind.check(Interest::READ, Options::new(1).mode(Mode::Event))
+                    .unwrap_err()
+                    .kind(),
+                std::io::ErrorKind::Unsupported
+            );
         }
         let wake_one =
             q.declare_interest(fd(&ours), Interest::READ, Options::new(1).wake_one(true));
         assert_eq!(wake_one.is_ok(), caps.wake_one, "{wake_one:?}");
+    });
+}
+
+/// A modify the backend cannot carry out changes nothing: the old registration
+/// keeps delivering under its token. (Found in review: a wake-one registration on
+/// epoll is modified as DEL + ADD, and when the kernel refused the ADD the queue put
+/// the old registration back in its table while the kernel watched nothing — no
+/// event, for ever.) Every refusal each backend has is driven here, starting from
+/// a wake-one registration where the backend has wake-one, so epoll's DEL + ADD
+/// path is the one tried.
+#[test]
+fn refused_modify_leaves_the_registration_as_it_was() {
+    for_each_backend(every_backend, |kind| {
+        let caps = kind.capabilities();
+        let mut q = EventQueue::with_backend(kind).unwrap();
+        let (ours, peer) = pair();
+        let start = Options::new(1).wake_one(caps.wake_one);
+        q.declare_interest(fd(&ours), Interest::READ, start)
+            .unwrap();
+        let attempts = [
+            (
+                Interest::READ,
+                Options::new(2).mode(Mode::Oneshot).wake_one(true),
+            ),
+            (
+                Interest::READ | Interest::EXCEPT,
+                Options::new(2).wake_one(true),
+            ),
+            (Interest::READ, Options::new(2).wake_one(true)),
+            (Interest::READ, Options::new(2).mode(Mode::Event)),
+        ];
+        let mut refused = 0;
+        for (interest, options) in attempts {
+            if kind.check(interest, options).is_ok() {
+                continue;
+            }
+            refused += 1;
+            let err = q
+                .declare_interest(fd(&ours), interest, options)
+                .unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::Unsupported, "{err}");
+            assert_eq!(q.registered(), 1);
+            send(&peer, 1);
+            let got = wait_some(&mut q, 8);
+            assert_eq!(got.len(), 1, "{options:?}: {got:?}");
+            assert_eq!(got[0].token(), 1, "{options:?}: the old token");
+            assert!(got[0].readiness().contains(Readiness::READ));
+            assert_eq!(drain(&ours), 1);
+        }
+        assert!(refused > 0, "every backend refuses something listed here");
+        // And a modify that can be done still is, on the same path: new interest and
+        // token, the old ones gone.
+        let both = Options::new(3).wake_one(caps.wake_one);
+        q.declare_interest(fd(&ours), Interest::READ | Interest::WRITE, both)
+            .unwrap();
+        let got = wait_some(&mut q, 8);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].token(), 3);
+        assert!(got[0].readiness().contains(Readiness::WRITE), "{got:?}");
     });
 }
 
@@ -600,19 +701,24 @@ fn descriptors_above_fd_setsize_work() {
     });
 }
 
+/// Regular files are always ready (POSIX, for select and poll). A backend either
+/// takes them and reports them ready at once, or refuses them with `EPERM` (epoll's
+/// own answer) and keeps nothing — as its `regular_files` capability says.
 #[test]
 fn regular_files_get_a_clear_answer() {
     for_each_backend(every_backend, |kind| {
         let mut q = EventQueue::with_backend(kind).unwrap();
         let file = std::fs::File::open("/proc/self/status").unwrap();
-        match q.declare_interest(file.as_raw_fd(), Interest::READ, Options::new(1)) {
-            // select/poll: a regular file is always ready, as POSIX says.
-            Ok(_) => assert!(wait_some(&mut q, 8)[0].is_readable()),
-            // epoll: EPERM, passed through unchanged, registration not kept.
-            Err(e) => {
-                assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
-                assert_eq!(q.registered(), 0);
-            }
+        let declared = q.declare_interest(file.as_raw_fd(), Interest::READ, Options::new(1));
+        if kind.capabilities().regular_files {
+            declared.unwrap();
+            let got = wait_some(&mut q, 8);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].is_readable(), "{got:?}");
+        } else {
+            let e = declared.unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+            assert_eq!(q.registered(), 0);
         }
     });
 }
@@ -636,21 +742,30 @@ fn wake_one_wakes_a_single_waiter() {
                         let declared =
                             q.declare_interest(lfd, Interest::READ, Options::new(1).wake_one(true));
                         ready_tx
-                            .send(declared.as_ref().map(drop).map_err(|e| e.to_string()))
+                            .send((
+                                gettid(),
+                                declared.as_ref().map(drop).map_err(|e| e.to_string()),
+                            ))
                             .unwrap();
                         declared.map(|_| wait(&mut q, 8, Some(Duration::from_millis(1500))).len())
                     })
                 })
                 .collect();
             drop(ready_tx);
+            let mut tids = Vec::new();
             for _ in 0..3 {
-                let declared = ready_rx.recv_timeout(PATIENCE).expect("waiter thread died");
+                let (tid, declared) = ready_rx.recv_timeout(PATIENCE).expect("waiter thread died");
                 assert!(
                     declared.is_ok(),
                     "wake-one registration refused: {declared:?}"
                 );
+                tids.push(tid);
             }
-            std::thread::sleep(Duration::from_millis(200));
+            // Every waiter must be asleep in its wait before the connection comes: one
+            // still on its way would see the connection whatever wake-one does.
+            for tid in tids {
+                wait_until_blocked_in_wait(tid);
+            }
             let _client = TcpStream::connect(addr).unwrap();
             let woken: usize = waiters
                 .into_iter()

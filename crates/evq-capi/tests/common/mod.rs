@@ -26,24 +26,37 @@ pub fn c_tests_dir() -> PathBuf {
     crate_dir().join("tests/c")
 }
 
-/// `target/<profile>`, where cargo put `libevqc.so` and `libevqc.a` for this build
-/// (this test runs from `target/<profile>/deps/`).
+/// Where cargo put `libevqc.so` and `libevqc.a` for this build: `target/<profile>`
+/// or its `deps/` (this test runs from `target/<profile>/deps/`), whichever holds
+/// the newer library.
+///
+/// `cargo build` copies the libraries up into the profile directory, the documented
+/// place (and where `make install` takes them from); `cargo test` rebuilds only the
+/// copies in `deps/`. Preferring the profile directory whenever it had a copy tested
+/// whatever the last `cargo build` left there — a stale library after any change.
 pub fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    // `deps/` holds the same files under the same names; the profile directory is
-    // the documented place (and where `make install` takes them from).
-    // `cargo test -p evq-capi` uplifts them into the profile directory; `cargo test
-    // --workspace` may leave them only in `deps/`, so that is the fallback.
     let has_both = |dir: &Path| dir.join("libevqc.so").is_file() && dir.join("libevqc.a").is_file();
-    let mut dirs = exe.ancestors().skip(1);
+    let modified = |dir: &Path| {
+        std::fs::metadata(dir.join("libevqc.so"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
     let deps = exe
         .parent()
         .filter(|d| d.ends_with("deps") && has_both(d))
         .map(Path::to_path_buf);
-    dirs.find(|dir| !dir.ends_with("deps") && has_both(dir))
-        .map(Path::to_path_buf)
-        .or(deps)
-        .unwrap_or_else(|| panic!("no libevqc.so / libevqc.a above {}", exe.display()))
+    let profile = exe
+        .ancestors()
+        .skip(1)
+        .find(|dir| !dir.ends_with("deps") && has_both(dir))
+        .map(Path::to_path_buf);
+    match (profile, deps) {
+        (Some(p), Some(d)) if modified(&d) > modified(&p) => d,
+        (Some(p), _) => p,
+        (None, Some(d)) => d,
+        (None, None) => panic!("no libevqc.so / libevqc.a above {}", exe.display()),
+    }
 }
 
 /// A directory laid out like an installed libevq: `libevq.so` → `libevq.so.0` (the
@@ -118,12 +131,24 @@ pub fn compile(source: &Path, name: &str, link: Link) -> PathBuf {
 
 /// Runs a built program with `EVQ_BACKEND` set (or removed, for `None`).
 pub fn run(program: &Path, args: &[&str], backend: Option<&str>) -> Output {
+    run_with(program, args, backend, None)
+}
+
+/// `run`, with `EVQ_PAPER_MODE` set to `paper_mode` (or removed).
+pub fn run_with(
+    program: &Path,
+    args: &[&str],
+    backend: Option<&str>,
+    paper_mode: Option<&str>,
+) -> Output {
     let mut cmd = Command::new(program);
     cmd.args(args);
-    match backend {
-        Some(b) => cmd.env("EVQ_BACKEND", b),
-        None => cmd.env_remove("EVQ_BACKEND"),
-    };
+    for (name, value) in [("EVQ_BACKEND", backend), ("EVQ_PAPER_MODE", paper_mode)] {
+        match value {
+            Some(v) => cmd.env(name, v),
+            None => cmd.env_remove(name),
+        };
+    }
     cmd.output()
         .unwrap_or_else(|e| panic!("running {}: {e}", program.display()))
 }

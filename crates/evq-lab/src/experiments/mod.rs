@@ -1,13 +1,30 @@
-//! The lab's scenarios, one file each.
+//! The lab's scenarios, one directory each, every one in the shape of
+//! [`crate::experiment::Experiment`].
 
 pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
-mod cold_detail;
-mod cold_peers;
 pub mod herd;
 pub mod load_client;
 pub mod pipe_scaling;
 pub mod proxy;
 pub mod signals;
-pub(crate) mod signals_overload;
+
+use crate::experiment::Scenario;
+
+/// Every scenario, in report order.
+pub const ALL: &[&dyn Scenario] = &[
+    &pipe_scaling::PipeScaling,
+    &bench_c::BenchC,
+    &cold_connections::ColdConnections,
+    &signals::Signals,
+    &burst::Burst,
+    &herd::Herd,
+    &proxy::Proxy,
+    &load_client::LoadClient,
+];
+
+/// The scenario named `name`.
+pub fn find(name: &str) -> Option<&'static dyn Scenario> {
+    ALL.iter().copied().find(|s| s.name() == name)
+}

@@ -17,8 +17,12 @@
 //! c) **`EPOLLEXCLUSIVE` is ADD-only** (Linux 4.5): `MOD` of an exclusive entry, or to
 //!    an exclusive one, is `EINVAL`, so such a modify is `DEL` + `ADD`. It accepts
 //!    only `EPOLLIN|EPOLLOUT|EPOLLERR|EPOLLHUP|EPOLLET` beside it, so `EPOLLRDHUP` is
-//!    left out of exclusive watches (a hang-up still shows as `EPOLLIN`/`EPOLLHUP`),
-//!    and `EPOLLONESHOT` with wake-one is `EINVAL`, reported as is.
+//!    left out of exclusive watches (a hang-up still shows as `EPOLLIN`/`EPOLLHUP`).
+//!    `EPOLLONESHOT` and `EPOLLPRI` with it are `EINVAL`, so wake-one together with
+//!    oneshot or `EXCEPT` interest is refused before anything changes
+//!    ([`Backend::refusal`]). A modify that is `DEL` + `ADD` is made all-or-nothing:
+//!    if the kernel refuses the new entry, the old one is added back (and if even
+//!    that fails, the queue is told nothing is watched, [`ModifyError::Lost`]).
 //! d) **Level entries are re-queued at the tail** of the ready list after delivery,
 //!    so a batch smaller than the ready set rotates through it: no starvation, FIFO
 //!    in arrival order among newly ready entries.
@@ -35,7 +39,7 @@
 //!    cannot be avoided; reporting the state is what closes the accept race.
 
 use super::syscall::{syscall, timeout_ms};
-use super::{Backend, SysEvent, Watch};
+use super::{capability_refusal, Backend, Capabilities, ModifyError, SysEvent, Watch};
 use crate::{Interest, Mode, Readiness};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -126,10 +130,43 @@ fn errno_is(e: &io::Error, code: i32) -> bool {
 }
 
 impl Backend for EpollBackend {
-    fn new() -> io::Result<Self> {
+    const CAPABILITIES: Capabilities = Capabilities {
+        level: true,
+        event: true,
+        oneshot: true,
+        wake_one: true,
+        cost_grows_with_interest: false,
+        current_state_masks: true,
+        fifo: true,
+        shared_descriptors: true,
+        regular_files: false,
+    };
+    const SLIM_WAIT: bool = true;
+    // Quirk a.
+    const REBUILD_ON_STALE: bool = true;
+
+    fn probe() -> io::Result<()> {
+        epoll_create().map(drop)
+    }
+
+    fn open() -> io::Result<Self> {
         Ok(EpollBackend {
             epfd: epoll_create()?,
             buffer: Vec::new(),
+        })
+    }
+
+    fn refusal(w: &Watch) -> Option<&'static str> {
+        // Quirk c.
+        capability_refusal(&Self::CAPABILITIES, w).or(match w.mode {
+            _ if !w.wake_one => None,
+            Mode::Oneshot => {
+                Some("wake-one together with oneshot mode (EPOLLEXCLUSIVE refuses EPOLLONESHOT)")
+            }
+            _ if w.interest.contains(Interest::EXCEPT) => {
+                Some("wake-one together with EXCEPT interest (EPOLLEXCLUSIVE refuses EPOLLPRI)")
+            }
+            _ => None,
         })
     }
 
@@ -144,17 +181,28 @@ impl Backend for EpollBackend {
         }
     }
 
-    fn modify(&mut self, old: &Watch, new: &Watch) -> io::Result<()> {
-        if old.wake_one || new.wake_one {
-            match self.del(old.fd) {
-                Err(e) if !errno_is(&e, libc::ENOENT) => return Err(e),
-                _ => {}
+    fn modify(&mut self, old: &Watch, new: &Watch) -> Result<(), ModifyError> {
+        let vanished = |e: io::Error| {
+            // Quirk b: the number was closed and reused behind our back; the queue
+            // starts a new generation and calls `add`.
+            if errno_is(&e, libc::ENOENT) {
+                ModifyError::Vanished
+            } else {
+                ModifyError::Refused(e)
             }
-            return self.ctl(libc::EPOLL_CTL_ADD, new);
+        };
+        if !(old.wake_one || new.wake_one) {
+            return self.ctl(libc::EPOLL_CTL_MOD, new).map_err(vanished);
         }
-        // Quirk b: `ENOENT` means the number was closed and reused behind our back;
-        // it goes back to the queue, which starts a new generation and calls `add`.
-        self.ctl(libc::EPOLL_CTL_MOD, new)
+        // Quirk c: an exclusive entry cannot be modified, only deleted and added.
+        self.del(old.fd).map_err(vanished)?;
+        let Err(refused) = self.ctl(libc::EPOLL_CTL_ADD, new) else {
+            return Ok(());
+        };
+        match self.ctl(libc::EPOLL_CTL_ADD, old) {
+            Ok(()) => Err(ModifyError::Refused(refused)),
+            Err(_) => Err(ModifyError::Lost(refused)),
+        }
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {
@@ -163,6 +211,11 @@ impl Backend for EpollBackend {
             Err(e) if errno_is(&e, libc::ENOENT) || errno_is(&e, libc::EBADF) => Ok(()),
             other => other,
         }
+    }
+
+    fn forget(&mut self, _old: &Watch) {
+        // The number may name another file now, so it is not touched. If a dup keeps
+        // the old file in the set, its events are stale and cause a rebuild (quirk a).
     }
 
     #[inline]
@@ -207,5 +260,63 @@ impl Backend for EpollBackend {
         }
         *self = fresh;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    fn keys(b: &mut EpollBackend) -> Vec<u64> {
+        let mut got = Vec::new();
+        b.wait(8, Some(Duration::from_millis(50)), |ev| got.push(ev.key))
+            .unwrap();
+        got
+    }
+
+    fn exclusive(fd: std::os::fd::RawFd, key: u64, mode: Mode) -> Watch {
+        Watch {
+            fd,
+            key,
+            interest: Interest::READ,
+            mode,
+            wake_one: true,
+        }
+    }
+
+    /// The queue refuses wake-one with oneshot up front; if the kernel refuses the
+    /// ADD of a DEL + ADD modify all the same, the old entry goes back in.
+    #[test]
+    fn a_refused_exclusive_add_puts_the_old_entry_back() {
+        let mut b = EpollBackend::open().unwrap();
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let old = exclusive(ours.as_raw_fd(), 7, Mode::Level);
+        b.add(&old).unwrap();
+        let new = exclusive(ours.as_raw_fd(), 8, Mode::Oneshot);
+        assert!(EpollBackend::refusal(&new).is_some());
+        match b.modify(&old, &new) {
+            Err(ModifyError::Refused(e)) => assert_eq!(e.raw_os_error(), Some(libc::EINVAL)),
+            other => panic!("{other:?}"),
+        }
+        peer.write_all(b"x").unwrap();
+        assert_eq!(keys(&mut b), vec![7]);
+    }
+
+    /// When neither the new entry nor the old one is accepted back, the queue is
+    /// told that nothing is watched.
+    #[test]
+    fn nothing_accepted_back_is_reported_lost() {
+        let mut b = EpollBackend::open().unwrap();
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        b.add(&exclusive(ours.as_raw_fd(), 7, Mode::Level)).unwrap();
+        // An "old" watch the kernel will not take back (oneshot with exclusive).
+        let old = exclusive(ours.as_raw_fd(), 7, Mode::Oneshot);
+        let new = exclusive(ours.as_raw_fd(), 8, Mode::Oneshot);
+        assert!(matches!(b.modify(&old, &new), Err(ModifyError::Lost(_))));
+        peer.write_all(b"x").unwrap();
+        assert_eq!(keys(&mut b), Vec::<u64>::new());
     }
 }

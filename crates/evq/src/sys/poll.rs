@@ -22,7 +22,7 @@
 //!    that many were seen.
 
 use super::syscall::{syscall, timeout_ms};
-use super::{Backend, SysEvent, Watch};
+use super::{Backend, Capabilities, ModifyError, SysEvent, Watch};
 use crate::{Mode, Readiness};
 use std::io;
 use std::os::fd::RawFd;
@@ -67,6 +67,15 @@ impl PollBackend {
         self.cursor = 0;
     }
 
+    fn set(&mut self, i: usize, w: &Watch) {
+        self.fds[i] = libc::pollfd {
+            fd: w.fd,
+            events: w.interest.to_poll(),
+            revents: 0,
+        };
+        self.watches[i] = Some(*w);
+    }
+
     fn drop_index(&mut self, i: usize) {
         if let Some(w) = self.watches[i].take() {
             self.index_of[w.fd as usize] = NO_INDEX;
@@ -78,7 +87,23 @@ impl PollBackend {
 }
 
 impl Backend for PollBackend {
-    fn new() -> io::Result<Self> {
+    const CAPABILITIES: Capabilities = Capabilities {
+        level: true,
+        event: false,
+        oneshot: true,
+        wake_one: false,
+        cost_grows_with_interest: true,
+        current_state_masks: true,
+        fifo: false,
+        shared_descriptors: true,
+        regular_files: true,
+    };
+
+    fn probe() -> io::Result<()> {
+        Ok(())
+    }
+
+    fn open() -> io::Result<Self> {
         Ok(PollBackend {
             fds: Vec::new(),
             watches: Vec::new(),
@@ -90,8 +115,8 @@ impl Backend for PollBackend {
 
     fn add(&mut self, w: &Watch) -> io::Result<()> {
         if let Some(i) = self.index(w.fd) {
-            let old = self.watches[i].expect("indexed watch");
-            return self.modify(&old, w);
+            self.set(i, w);
+            return Ok(());
         }
         if !super::syscall::is_open(w.fd) {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
@@ -110,25 +135,20 @@ impl Backend for PollBackend {
         Ok(())
     }
 
-    fn modify(&mut self, _old: &Watch, new: &Watch) -> io::Result<()> {
-        let Some(i) = self.index(new.fd) else {
-            return self.add(new);
-        };
-        self.fds[i] = libc::pollfd {
-            fd: new.fd,
-            events: new.interest.to_poll(),
-            revents: 0,
-        };
-        self.watches[i] = Some(*new);
-        Ok(())
+    fn modify(&mut self, _old: &Watch, new: &Watch) -> Result<(), ModifyError> {
+        Ok(self.add(new)?)
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {
+        self.forget(old);
+        Ok(())
+    }
+
+    fn forget(&mut self, old: &Watch) {
         if let Some(i) = self.index(old.fd) {
             self.drop_index(i);
             self.compact_if_sparse();
         }
-        Ok(())
     }
 
     fn wait<F: FnMut(SysEvent)>(
@@ -193,10 +213,6 @@ impl Backend for PollBackend {
         if any_gone {
             self.compact_if_sparse();
         }
-        Ok(())
-    }
-
-    fn rebuild<'a>(&mut self, _watches: impl Iterator<Item = Watch> + 'a) -> io::Result<()> {
         Ok(())
     }
 }

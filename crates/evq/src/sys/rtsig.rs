@@ -64,9 +64,20 @@
 //!    send it only after a writer found the buffer full (`SOCK_NOSPACE`): an edge
 //!    for writers that ran into EAGAIN, which is what event mode promises; level
 //!    mode does not depend on it (c).
+//! j) **A wait drains the whole signal queue first.** Writers raise a signal per
+//!    write, so a busy descriptor can have thousands queued, and most are stale
+//!    by the time they are dequeued (the data was read after an earlier one).
+//!    Dequeuing only as many signals as the batch holds left a backlog in which a
+//!    fresh hint waited behind tens of thousands of stale ones: a zero-timeout wait
+//!    returned nothing while a descriptor was ready and its signal queued (found by
+//!    `evq torture`: `SigQ` at 46,568, data unread for hundreds of milliseconds).
+//!    Every pending signal costs one candidate at most (the FIFO holds one entry per
+//!    fd), so a wait now takes everything queued, then polls candidates until one
+//!    is ready or all were seen, and returns empty-handed only when the kernel's
+//!    queue was found empty.
 
 use super::syscall::{current_tid, syscall};
-use super::{Backend, SysEvent, Watch};
+use super::{Backend, Capabilities, ModifyError, SysEvent, Watch};
 use crate::interest_table::NOTIFY_KEY;
 use crate::{Mode, Readiness};
 use std::collections::VecDeque;
@@ -173,7 +184,9 @@ enum Hint {
     Overflow,
 }
 
-pub(crate) struct RtSignalBackend {
+/// `BULK`: `rtsig-bulk` (a `signalfd` read of a whole batch) rather than `rtsig`
+/// (one `sigtimedwait` per signal).
+pub(crate) struct RtSignalBackend<const BULK: bool> {
     signal: RtSignal,
     /// Our RT signal and SIGIO.
     set: libc::sigset_t,
@@ -186,6 +199,8 @@ pub(crate) struct RtSignalBackend {
     pollfds: Vec<libc::pollfd>,
     kick: Arc<SignalKick>,
     notify_fd: RawFd,
+    /// Recoveries from a full RT queue (quirk d).
+    overflows: u64,
 }
 
 /// The part of `siginfo_t` that `SIGPOLL`-class signals fill (see `<bits/siginfo.h>`).
@@ -219,8 +234,8 @@ fn hint(signo: libc::c_int, code: libc::c_int, fd: RawFd, band: u32) -> Hint {
     }
 }
 
-impl RtSignalBackend {
-    pub(crate) fn open(bulk: bool) -> io::Result<Self> {
+impl<const BULK: bool> RtSignalBackend<BULK> {
+    fn open_flavour(bulk: bool) -> io::Result<Self> {
         let signal = RtSignal::allocate()?;
         // SAFETY: an all-zero sigset_t is a valid (if unspecified) value; sigemptyset
         // initialises it properly before use.
@@ -256,11 +271,12 @@ impl RtSignalBackend {
             infos: Vec::new(),
             pollfds: Vec::new(),
             notify_fd: -1,
+            overflows: 0,
         })
     }
 
     /// Probes without side effects on the calling thread's signal mask.
-    pub(crate) fn probe(bulk: bool) -> io::Result<()> {
+    fn probe_flavour(bulk: bool) -> io::Result<()> {
         let signal = RtSignal::allocate()?;
         if bulk {
             // SAFETY: as in `open`.
@@ -275,10 +291,6 @@ impl RtSignalBackend {
             drop(unsafe { OwnedFd::from_raw_fd(fd) });
         }
         Ok(())
-    }
-
-    pub(crate) fn kick(&self) -> Arc<SignalKick> {
-        self.kick.clone()
     }
 
     fn slot(&mut self, fd: RawFd) -> &mut Slot {
@@ -358,6 +370,7 @@ impl RtSignalBackend {
 
     /// Quirk d: drop the backlog, then look at everything.
     fn recover(&mut self) -> io::Result<()> {
+        self.overflows += 1;
         self.seen_epoch = OVERFLOW_EPOCH.load(Ordering::Acquire);
         while self.dequeue(1024, Some(Duration::ZERO), |_| {})? > 0 {}
         self.kick.pending.store(false, Ordering::Release);
@@ -436,7 +449,9 @@ impl RtSignalBackend {
         Ok(taken)
     }
 
-    fn take_hints(&mut self, max: usize, timeout: Option<Duration>) -> io::Result<bool> {
+    /// Dequeues up to `max` signals (blocking for the first as `timeout` allows) into
+    /// the candidate FIFO; returns how many it dequeued.
+    fn take_hints(&mut self, max: usize, timeout: Option<Duration>) -> io::Result<usize> {
         let mut overflow = false;
         let mut fds = std::mem::take(&mut self.pollfds);
         fds.clear();
@@ -453,7 +468,6 @@ impl RtSignalBackend {
                 revents: band as u16 as i16,
             }),
         });
-        let got = !fds.is_empty() || overflow;
         for pfd in &fds {
             if pfd.fd == -1 {
                 self.kick.pending.store(false, Ordering::Release);
@@ -467,7 +481,7 @@ impl RtSignalBackend {
             OVERFLOW_EPOCH.fetch_add(1, Ordering::AcqRel);
             self.recover()?;
         }
-        result.map(|_| got)
+        result
     }
 
     /// Whether a signal's band concerns the registration: data arriving on a
@@ -479,8 +493,9 @@ impl RtSignalBackend {
         }
     }
 
-    /// Checks up to `max` candidates with one `poll(2)` and reports the ready ones.
-    fn report<F: FnMut(SysEvent)>(&mut self, max: usize, mut on_event: F) -> io::Result<()> {
+    /// Checks up to `max` candidates with one `poll(2)` and reports the ready ones;
+    /// returns how many it reported.
+    fn report<F: FnMut(SysEvent)>(&mut self, max: usize, on_event: &mut F) -> io::Result<usize> {
         self.pollfds.clear();
         while self.pollfds.len() < max {
             let Some(fd) = self.candidates.pop_front() else {
@@ -497,7 +512,7 @@ impl RtSignalBackend {
             }
         }
         if self.pollfds.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         loop {
             match syscall!(poll(
@@ -518,6 +533,7 @@ impl RtSignalBackend {
                 }
             }
         }
+        let mut reported = 0;
         for i in 0..self.pollfds.len() {
             let pfd = self.pollfds[i];
             let slot = &mut self.slots[pfd.fd as usize];
@@ -544,13 +560,14 @@ impl RtSignalBackend {
                 readiness,
                 gone: false,
             });
+            reported += 1;
             match w.mode {
                 Mode::Level => self.push_candidate(pfd.fd),
                 Mode::Oneshot => slot.armed = false,
                 Mode::Event => {}
             }
         }
-        Ok(())
+        Ok(reported)
     }
 }
 
@@ -563,9 +580,37 @@ fn block(set: &libc::sigset_t) -> io::Result<()> {
     Ok(())
 }
 
-impl Backend for RtSignalBackend {
-    fn new() -> io::Result<Self> {
-        RtSignalBackend::open(false)
+impl<const BULK: bool> Backend for RtSignalBackend<BULK> {
+    // Every candidate is checked by poll(2) before it is reported, so masks are
+    // current; the RT queue is FIFO, and so is the candidate list (after an overflow,
+    // recovery reports in descriptor order); a file signals one owner, so no
+    // wake-one and no sharing (quirks b, d, e, i).
+    const CAPABILITIES: Capabilities = Capabilities {
+        level: true,
+        event: true,
+        oneshot: true,
+        wake_one: false,
+        cost_grows_with_interest: false,
+        current_state_masks: true,
+        fifo: true,
+        shared_descriptors: false,
+        regular_files: false,
+    };
+
+    fn probe() -> io::Result<()> {
+        Self::probe_flavour(BULK)
+    }
+
+    fn open() -> io::Result<Self> {
+        Self::open_flavour(BULK)
+    }
+
+    fn signal_kick(&self) -> Option<Arc<SignalKick>> {
+        Some(self.kick.clone())
+    }
+
+    fn overflows(&self) -> u64 {
+        self.overflows
     }
 
     fn add(&mut self, w: &Watch) -> io::Result<()> {
@@ -586,45 +631,86 @@ impl Backend for RtSignalBackend {
         Ok(())
     }
 
-    fn modify(&mut self, _old: &Watch, new: &Watch) -> io::Result<()> {
-        self.add(new)
+    fn modify(&mut self, _old: &Watch, new: &Watch) -> Result<(), ModifyError> {
+        // `add` re-applies the same signal and owner (idempotent) before it changes
+        // the slot, so a failure leaves the old watch in force.
+        Ok(self.add(new)?)
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {
-        if let Some(slot) = self.slots.get_mut(old.fd as usize) {
-            // `queued` stays: the FIFO entry is skipped when it comes up.
-            slot.watch = None;
-            slot.armed = false;
-        }
+        self.forget(old);
         if old.key != NOTIFY_KEY {
             self.disarm(old.fd);
         }
         Ok(())
     }
 
+    fn forget(&mut self, old: &Watch) {
+        // A close removes the file's async registration by itself (quirk g).
+        if let Some(slot) = self.slots.get_mut(old.fd as usize) {
+            // `queued` stays: the FIFO entry is skipped when it comes up.
+            slot.watch = None;
+            slot.armed = false;
+        }
+    }
+
     fn wait<F: FnMut(SysEvent)>(
         &mut self,
         max: usize,
         timeout: Option<Duration>,
-        on_event: F,
+        mut on_event: F,
     ) -> io::Result<()> {
         let max = max.max(1);
         self.follow_thread()?;
         if OVERFLOW_EPOCH.load(Ordering::Acquire) != self.seen_epoch {
             self.recover()?;
         }
-        // Pick up what is already queued without blocking...
-        let mut result = self.take_hints(max, Some(Duration::ZERO)).map(drop);
-        if result.is_ok() && self.candidates.is_empty() && timeout != Some(Duration::ZERO) {
-            // ...and block only when there is nothing to check.
-            result = self.take_hints(max, timeout).map(drop);
+        // Quirk j: everything the kernel has queued first, then the candidates until
+        // one is ready; block only when the queue was empty and no candidate was.
+        let mut result = self.drain_queued();
+        let mut blocked = false;
+        let mut reported = 0;
+        loop {
+            reported += self.report(max - reported, &mut on_event)?;
+            if reported > 0 || result.is_err() {
+                break;
+            }
+            if !self.candidates.is_empty() {
+                continue;
+            }
+            if blocked || timeout == Some(Duration::ZERO) {
+                break;
+            }
+            blocked = true;
+            result = self.take_hints(1, timeout).map(drop);
+            if result.is_ok() {
+                result = self.drain_queued();
+            }
         }
-        self.report(max, on_event)?;
         result
     }
 }
 
-impl Drop for RtSignalBackend {
+impl<const BULK: bool> RtSignalBackend<BULK> {
+    /// Quirk j: dequeues every signal already queued (without blocking) into the
+    /// candidate FIFO, a chunk at a time, up to `DRAIN_LIMIT` per wait.
+    fn drain_queued(&mut self) -> io::Result<()> {
+        const CHUNK: usize = 1024;
+        for _ in 0..DRAIN_LIMIT / CHUNK {
+            if self.take_hints(CHUNK, Some(Duration::ZERO))? < CHUNK {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Signals one wait dequeues at most (quirk j): above any `RLIMIT_SIGPENDING` seen
+/// in practice (96,364 here), so a wait sees the whole queue; a bound all the same,
+/// so that writers faster than the drain cannot keep one wait going for ever.
+const DRAIN_LIMIT: usize = 128 * 1024;
+
+impl<const BULK: bool> Drop for RtSignalBackend<BULK> {
     fn drop(&mut self) {
         for fd in 0..self.slots.len() {
             if self.slots[fd].watch.is_some() && fd as RawFd != self.notify_fd {

@@ -19,7 +19,7 @@
 //!    for every call.
 
 use super::fd_bitmap::{select, FdBitmap, WatchList};
-use super::{Backend, SysEvent, Watch};
+use super::{Backend, Capabilities, ModifyError, SysEvent, Watch};
 use crate::{Interest, Mode, Readiness};
 use std::io;
 use std::time::Duration;
@@ -34,7 +34,23 @@ pub(crate) struct SelectClassicBackend {
 }
 
 impl Backend for SelectClassicBackend {
-    fn new() -> io::Result<Self> {
+    const CAPABILITIES: Capabilities = Capabilities {
+        level: true,
+        event: false,
+        oneshot: true,
+        wake_one: false,
+        cost_grows_with_interest: true,
+        current_state_masks: true,
+        fifo: false,
+        shared_descriptors: true,
+        regular_files: true,
+    };
+
+    fn probe() -> io::Result<()> {
+        Ok(())
+    }
+
+    fn open() -> io::Result<Self> {
         Ok(Self::default())
     }
 
@@ -42,13 +58,17 @@ impl Backend for SelectClassicBackend {
         self.watches.insert(w)
     }
 
-    fn modify(&mut self, _old: &Watch, new: &Watch) -> io::Result<()> {
-        self.watches.insert(new)
+    fn modify(&mut self, _old: &Watch, new: &Watch) -> Result<(), ModifyError> {
+        Ok(self.watches.insert(new)?)
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {
-        self.watches.remove(old.fd);
+        self.forget(old);
         Ok(())
+    }
+
+    fn forget(&mut self, old: &Watch) {
+        self.watches.remove(old.fd);
     }
 
     fn wait<F: FnMut(SysEvent)>(

@@ -16,7 +16,7 @@
 //!    kernel still polls every descriptor below `nfds`. The lab shows what is left.
 
 use super::fd_bitmap::{select, FdBitmap, WatchList, WORD_BITS};
-use super::{Backend, SysEvent, Watch};
+use super::{Backend, Capabilities, ModifyError, SysEvent, Watch};
 use crate::{Interest, Mode, Readiness};
 use std::io;
 use std::time::Duration;
@@ -92,7 +92,23 @@ impl SelectImprovedBackend {
 }
 
 impl Backend for SelectImprovedBackend {
-    fn new() -> io::Result<Self> {
+    const CAPABILITIES: Capabilities = Capabilities {
+        level: true,
+        event: false,
+        oneshot: true,
+        wake_one: false,
+        cost_grows_with_interest: true,
+        current_state_masks: true,
+        fifo: false,
+        shared_descriptors: true,
+        regular_files: true,
+    };
+
+    fn probe() -> io::Result<()> {
+        Ok(())
+    }
+
+    fn open() -> io::Result<Self> {
         Ok(Self::default())
     }
 
@@ -102,15 +118,19 @@ impl Backend for SelectImprovedBackend {
         Ok(())
     }
 
-    fn modify(&mut self, _old: &Watch, new: &Watch) -> io::Result<()> {
-        self.add(new)
+    fn modify(&mut self, _old: &Watch, new: &Watch) -> Result<(), ModifyError> {
+        Ok(self.add(new)?)
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {
+        self.forget(old);
+        Ok(())
+    }
+
+    fn forget(&mut self, old: &Watch) {
         if let Some(w) = self.watches.remove(old.fd) {
             self.set_shadow(&w, false);
         }
-        Ok(())
     }
 
     fn wait<F: FnMut(SysEvent)>(

@@ -97,7 +97,7 @@
 //!    rebuild when that thread does it.
 
 use super::syscall::{current_tid, syscall};
-use super::{Backend, SysEvent, Watch};
+use super::{Backend, Capabilities, ModifyError, SysEvent, Watch};
 use crate::{Mode, Readiness};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::collections::VecDeque;
@@ -148,6 +148,8 @@ pub(crate) struct UringBackend {
     pollfds: Vec<libc::pollfd>,
     /// The ring's registered index, when `EVQ_URING_REGISTERED_RING=1` (quirk m).
     registered: Option<RegisteredRing>,
+    /// Waits that found the CQ overflowed, parked or lost CQEs (quirk d).
+    overflows: u64,
 }
 
 /// A ring fd registered in one thread's table (`IORING_REGISTER_RING_FDS`, 5.18).
@@ -321,7 +323,7 @@ impl UringBackend {
     }
 
     /// Really creates a ring (and drops it).
-    pub(crate) fn probe() -> io::Result<()> {
+    fn probe_ring() -> io::Result<()> {
         // Built and dropped on a short-lived thread: a ring's teardown is deferred
         // and queues task work on the thread that created it, which then sees EINTR
         // from its next blocking call. `available()` must not do that to its caller
@@ -591,7 +593,29 @@ impl UringBackend {
 }
 
 impl Backend for UringBackend {
-    fn new() -> io::Result<Self> {
+    // Quirk h: CQE masks are checked by poll(2) over the batch before delivery. Quirk
+    // j: no wake-one.
+    const CAPABILITIES: Capabilities = Capabilities {
+        level: true,
+        event: true,
+        oneshot: true,
+        wake_one: false,
+        cost_grows_with_interest: false,
+        current_state_masks: true,
+        fifo: true,
+        shared_descriptors: true,
+        regular_files: true,
+    };
+
+    fn probe() -> io::Result<()> {
+        UringBackend::probe_ring()
+    }
+
+    fn overflows(&self) -> u64 {
+        self.overflows
+    }
+
+    fn open() -> io::Result<Self> {
         let (sq_entries, cq_entries) = ring_sizes();
         let (ring, single_issuer) = build_ring(sq_entries, cq_entries)?;
         Ok(UringBackend {
@@ -609,6 +633,7 @@ impl Backend for UringBackend {
             batch: Vec::new(),
             pollfds: Vec::new(),
             registered: None,
+            overflows: 0,
         }
         .with_registered_ring())
     }
@@ -631,11 +656,18 @@ impl Backend for UringBackend {
         Ok(())
     }
 
-    fn modify(&mut self, _old: &Watch, new: &Watch) -> io::Result<()> {
-        self.add(new)
+    fn modify(&mut self, _old: &Watch, new: &Watch) -> Result<(), ModifyError> {
+        // `add` checks the descriptor before it changes anything.
+        Ok(self.add(new)?)
     }
 
     fn remove(&mut self, old: &Watch) -> io::Result<()> {
+        self.forget(old);
+        Ok(())
+    }
+
+    fn forget(&mut self, old: &Watch) {
+        // Cancelling names the request by `user_data`, never the fd number.
         if (old.fd as usize) < self.slots.len() {
             self.cancel(old.fd);
             let slot = self.slot(old.fd);
@@ -644,7 +676,6 @@ impl Backend for UringBackend {
                 ..Slot::default()
             };
         }
-        Ok(())
     }
 
     fn wait<F: FnMut(SysEvent)>(
@@ -691,6 +722,7 @@ impl Backend for UringBackend {
         }
         self.reap();
         // Quirk d: bring back CQEs the kernel parked while the CQ was full.
+        let mut overflowed = self.ring.submission().cq_overflow();
         while self.ring.submission().cq_overflow() {
             match self.ring.submit_and_wait(0) {
                 Ok(_) => {}
@@ -705,8 +737,10 @@ impl Backend for UringBackend {
             }
         }
         if self.lost_cqes() {
+            overflowed = true;
             self.rearm_all();
         }
+        self.overflows += overflowed as u64;
         self.take_batch(max, &mut on_event);
         self.current_masks();
         let mut delivered = 0;

@@ -34,17 +34,19 @@ pub fn pair() -> (UnixStream, UnixStream) {
 }
 
 /// Runs `check` once per backend this kernel supports, naming the backend if it
-/// panics. `needs` filters by capability; a skipped backend is printed, not hidden.
+/// panics. `needs` filters by capability; a backend this kernel lacks is printed,
+/// and under `EVQ_REQUIRE_ALL=1` fails the test (`evq_testkit::skip`).
 pub fn for_each_backend(needs: impl Fn(&Capabilities) -> bool, mut check: impl FnMut(BackendKind)) {
     raise_nofile();
     let mut ran = 0;
     for &kind in BackendKind::ALL {
         if let Err(e) = kind.available() {
-            eprintln!("skip {kind}: unavailable here ({e})");
+            evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
             continue;
         }
         if !needs(&kind.capabilities()) {
-            eprintln!("skip {kind}: capability not declared");
+            // Not a skip of something missing: the backend says it cannot do this.
+            eprintln!("-- {kind}: capability not declared, not run");
             continue;
         }
         eprintln!("-- {kind}");

@@ -1,0 +1,49 @@
+//! Each proxy rule on the recorded quick run, moved to hold, to differ and to
+//! have nothing to judge.
+
+use super::*;
+use crate::experiment::testing::{recorded, the, verdict};
+use crate::experiments::proxy::Proxy;
+use crate::verdict::Verdict::{self, Differs, Holds, NotMeasured};
+use crate::Experiment;
+
+fn records() -> Sweep<Plan, Point> {
+    recorded("proxy")
+}
+
+fn judged(r: &Sweep<Plan, Point>, claim: &str) -> Verdict {
+    verdict(&Proxy.judge(r), claim)
+}
+
+fn set(r: &mut Sweep<Plan, Point>, backend: &str, cold: usize, replies_per_s: f64) {
+    the(&mut r.points, backend, |p| {
+        p.backend == backend && p.cold == cold
+    })
+    .replies_per_s = replies_per_s;
+}
+
+#[test]
+fn the_event_api_gains_28_percent_over_select() {
+    let mut r = records();
+    let hi = *r.plan.colds.last().unwrap();
+    set(&mut r, "select", hi, 1000.0);
+    set(&mut r, "epoll", hi, 1280.0);
+    assert_eq!(judged(&r, GAIN), Holds);
+    set(&mut r, "epoll", hi, 1279.0);
+    assert_eq!(judged(&r, GAIN), Differs);
+    r.points.retain(|p| p.backend != "select");
+    assert_eq!(judged(&r, GAIN), NotMeasured);
+}
+
+#[test]
+fn the_event_api_keeps_its_throughput_under_cold_connections() {
+    let mut r = records();
+    let (lo, hi) = (r.plan.colds[0], *r.plan.colds.last().unwrap());
+    set(&mut r, "epoll", lo, 1000.0);
+    set(&mut r, "epoll", hi, 900.0);
+    assert_eq!(judged(&r, FLAT), Holds);
+    set(&mut r, "epoll", hi, 899.0);
+    assert_eq!(judged(&r, FLAT), Differs);
+    r.points.retain(|p| !(p.backend == "epoll" && p.cold == lo));
+    assert_eq!(judged(&r, FLAT), NotMeasured);
+}

@@ -1,0 +1,79 @@
+//! Experiment 7, the proxy (SEEDS 000): clients → `evq proxy` → origin, with hot
+//! load and cold connections at the proxy, comparing select and the event API.
+
+mod judge;
+mod measure;
+
+use crate::experiment::{Ctx, Experiment, Judged, RunSize, Sweep};
+use serde::{Deserialize, Serialize};
+use std::io;
+
+/// The scenario.
+pub struct Proxy;
+
+/// Sizes of the sweep.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    /// Cold connections at the proxy, ascending.
+    pub colds: Vec<usize>,
+    /// Closed-loop load per point, seconds.
+    pub load_s: f64,
+    /// The proxy's backends, by name.
+    pub backends: Vec<String>,
+}
+
+/// One backend at one cold count.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Point {
+    /// Backend name.
+    pub backend: String,
+    /// Cold connections held at the proxy.
+    pub cold: usize,
+    /// The load client's reply rate.
+    pub replies_per_s: f64,
+    /// Its p99 latency, ms.
+    pub p99_ms: f64,
+    /// Its errors.
+    pub errors: u64,
+    /// Requests the proxy relayed to the origin.
+    pub relayed: u64,
+}
+
+impl Experiment for Proxy {
+    const NAME: &'static str = "proxy";
+    const CLAIMS: &'static [&'static str] = &judge::CLAIMS;
+    const SEED: &'static str =
+        "000 Banga, Mogul, Druschel: the event-driven proxy with hot and cold clients";
+    type Plan = Plan;
+    type Records = Sweep<Plan, Point>;
+
+    fn plan(&self, size: RunSize) -> Plan {
+        let (colds, load_s) = size.pick(
+            (vec![0, 50], 0.5),
+            (vec![0, 2000], 1.0),
+            (vec![0, 500, 1000, 2000, 4000], 4.0),
+        );
+        Plan {
+            colds,
+            load_s,
+            backends: [
+                evq::BackendKind::SelectClassic,
+                evq::BackendKind::SelectImproved,
+                evq::BackendKind::Poll,
+                evq::BackendKind::Epoll,
+            ]
+            .into_iter()
+            .filter(|k| k.available().is_ok())
+            .map(|k| k.name().to_string())
+            .collect(),
+        }
+    }
+
+    fn measure(&self, plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
+        measure::run(plan, ctx)
+    }
+
+    fn judge(&self, records: &Sweep<Plan, Point>) -> Judged {
+        judge::judge(records)
+    }
+}
