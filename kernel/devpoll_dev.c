@@ -146,6 +146,8 @@ static int dp_apply(struct dp_set *dp, const struct pollfd *pfd)
 	err = evq_reg_declare(q, pfd->fd, file, demangle_poll(events) | EPOLLERR | EPOLLHUP,
 			      EVQ_MODE_LEVEL, false, (u64)pfd->fd, events, &state);
 	fput(file);
+	if (err > 0)
+		err = 0; /* an entry for the number's old file was replaced */
 	/* Looked up again: the declare's sweep may have turned a stale entry plain. */
 	plain = err ? NULL : dp_plain_lookup(dp, pfd->fd);
 	if (plain)

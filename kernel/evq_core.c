@@ -204,12 +204,16 @@ static bool evq_enqueue_locked(struct evq_queue *q, struct evq_reg *reg,
 			       __poll_t pollflags, bool known, bool sync)
 {
 	/*
-	 * Ring fast path. Only when nothing waits in the ready list (FIFO) and
-	 * the wake-up's key speaks for every interest bit: a key of EPOLLIN
-	 * says nothing about EPOLLOUT, so a READ|WRITE registration goes
-	 * through the ready list, where dequeue polls its whole state.
+	 * Ring fast path. Only when nothing waits in the ready list (FIFO), the
+	 * wake-up's key speaks for every interest bit (a key of EPOLLIN says
+	 * nothing about EPOLLOUT, so a READ|WRITE registration goes through the
+	 * ready list, where dequeue polls its whole state), and someone besides
+	 * us still holds the file: when our reference is the last, every
+	 * descriptor for it was closed, and the dequeue path, which checks the
+	 * fd table, drops the registration instead of posting for a dead number.
 	 */
-	if (q->ring && pollflags && list_empty(&q->rdllist) && !q->producing) {
+	if (q->ring && pollflags && list_empty(&q->rdllist) && !q->producing &&
+	    file_count(reg->file) > 1) {
 		u32 interest = evq_reg_interest(reg);
 		u32 state = evq_poll_to_state(pollflags & reg->events);
 
@@ -493,13 +497,18 @@ static int evq_reg_modify(struct evq_queue *q, struct evq_reg *reg, __poll_t eve
  * Registers or modifies interest of @q in @file, which the caller's
  * descriptor @fd names (the caller holds a reference). q->mtx held.
  * *@state receives the file's whole poll state after the registration.
+ * Returns 1 when a registration for another file under the same number was
+ * replaced (the number was closed and reused behind the queue's back), 0 for
+ * a plain add or modify, or -errno.
  */
 int evq_reg_declare(struct evq_queue *q, int fd, struct file *file, __poll_t events,
 		    u8 mode, bool wake_one, u64 token, u16 dp_events, __poll_t *state)
 {
-	struct evq_reg *reg;
+	struct evq_reg *reg = xa_load(&q->regs, fd);
+	bool replaced = reg && reg->file != file;
+	int err;
 
-	/* Housekeeping for registrations closed without a revoke. */
+	/* Housekeeping for registrations closed without a revoke (may take this one). */
 	evq_sweep(q, EVQ_SWEEP_DECLARE);
 	reg = xa_load(&q->regs, fd);
 	if (reg && reg->file != file) {
@@ -514,8 +523,10 @@ int evq_reg_declare(struct evq_queue *q, int fd, struct file *file, __poll_t eve
 		reg = NULL;
 	}
 	if (reg)
-		return evq_reg_modify(q, reg, events, mode, token, dp_events, state);
-	return evq_reg_insert(q, fd, file, events, mode, wake_one, token, dp_events, state);
+		err = evq_reg_modify(q, reg, events, mode, token, dp_events, state);
+	else
+		err = evq_reg_insert(q, fd, file, events, mode, wake_one, token, dp_events, state);
+	return err ? err : replaced;
 }
 
 /*

@@ -58,6 +58,26 @@ static long evq_declare_interest(struct evq_queue *q, struct evq_interest __user
 	if (put_user(0u, &uarg->state))
 		return -EFAULT;
 	f = fdget(in.fd);
+	if (!in.interest) {
+		/*
+		 * Revoke goes by number: it works even when the number was closed
+		 * behind the queue's back (our reference keeps the file alive), so
+		 * close-after-forgetting-to-revoke can still be cleaned up. The
+		 * state is reported when the number is open.
+		 */
+		struct evq_reg *reg;
+
+		mutex_lock(&q->mtx);
+		reg = evq_reg_lookup(q, in.fd);
+		if (reg)
+			evq_reg_release(q, reg);
+		mutex_unlock(&q->mtx);
+		if (!f.file)
+			return -EBADF;
+		state = vfs_poll(f.file, NULL);
+		err = put_user(evq_poll_to_state(state), &uarg->state) ? -EFAULT : 0;
+		goto out;
+	}
 	if (!f.file)
 		return -EBADF;
 	if (evq_file_is_ours(f.file)) {
@@ -65,25 +85,18 @@ static long evq_declare_interest(struct evq_queue *q, struct evq_interest __user
 		err = -EINVAL;
 		goto out;
 	}
-
-	mutex_lock(&q->mtx);
-	if (!in.interest) {
-		struct evq_reg *reg = evq_reg_lookup(q, in.fd);
-
-		/* Empty interest revokes; the state is still reported. */
-		if (reg)
-			evq_reg_release(q, reg);
-		state = vfs_poll(f.file, NULL);
-		err = 0;
-	} else if (!file_can_poll(f.file)) {
+	if (!file_can_poll(f.file)) {
 		/* Regular files are always ready; refused as epoll refuses them. */
 		err = -EPERM;
-	} else {
-		err = evq_reg_declare(q, in.fd, f.file, evq_interest_to_poll(in.interest),
-				      in.mode, in.flags & EVQ_WAKE_ONE, in.token, 0, &state);
+		goto out;
 	}
+
+	mutex_lock(&q->mtx);
+	err = evq_reg_declare(q, in.fd, f.file, evq_interest_to_poll(in.interest), in.mode,
+			      in.flags & EVQ_WAKE_ONE, in.token, 0, &state);
 	mutex_unlock(&q->mtx);
-	if (!err && put_user(evq_poll_to_state(state), &uarg->state))
+	/* 1: a registration for the file this number named before was replaced. */
+	if (err >= 0 && put_user(evq_poll_to_state(state), &uarg->state))
 		err = -EFAULT;
 out:
 	fdput(f);

@@ -436,7 +436,9 @@ static void reused_number_declared_again(void)
 	keep = dup(a[0]); /* the old file outlives the number */
 	evq_declare(q, number, EVQ_READ, EVQ_MODE_EVENT, 0, 1, NULL);
 	REQUIRE(dup2(b[0], number) == number, "dup2");
-	evq_declare(q, number, EVQ_READ, EVQ_MODE_EVENT, 0, 2, NULL);
+	CHECK(evq_declare(q, number, EVQ_READ, EVQ_MODE_EVENT, 0, 2, NULL) == 1,
+	      "declare did not say it replaced the old file's registration");
+	CHECK(evq_declare(q, number, EVQ_READ, EVQ_MODE_EVENT, 0, 2, NULL) == 0, "plain modify");
 	put(a[1], 1);
 	n = evq_get(q, ev, 8, 50 * MS);
 	CHECK(n == 0, "old file's event delivered to the new registration: %d", n);
@@ -451,6 +453,23 @@ static void reused_number_declared_again(void)
 	close(a[1]);
 	close(b[0]);
 	close(b[1]);
+	close(q);
+}
+
+/* Revoke goes by number: after a close without revoke it still lets the file go. */
+static void revoke_after_close_releases_the_file(void)
+{
+	int q = evq_open(), sv[2], number;
+	char c;
+
+	pair(sv);
+	number = sv[0];
+	evq_declare(q, number, EVQ_READ, EVQ_MODE_LEVEL, 0, 1, NULL);
+	close(number);
+	CHECK(recv(sv[1], &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN, "closed too early?");
+	CHECK(evq_declare(q, number, 0, 0, 0, 1, NULL) == -EBADF, "revoke of a closed number");
+	CHECK(recv(sv[1], &c, 1, MSG_DONTWAIT) == 0, "the queue still holds the file");
+	close(sv[1]);
 	close(q);
 }
 
@@ -745,6 +764,29 @@ static void ring_level_and_oneshot(void)
 	close(q);
 }
 
+/* A descriptor closed without revoke (no dup): its wake-up posts nothing to the ring. */
+static void ring_plain_close_posts_nothing(void)
+{
+	int q = evq_open(), sv[2];
+	struct evq_uring r;
+	struct evq_event ev[4];
+	struct evq_stats st;
+
+	REQUIRE(evq_ring_map(q, 16, &r) == 0, "ring");
+	pair(sv);
+	evq_declare(q, sv[0], EVQ_READ, EVQ_MODE_LEVEL, 0, 1, NULL);
+	close(sv[0]);
+	put(sv[1], 1);
+	CHECK(r.hdr->tail == r.hdr->head, "posted for a closed number");
+	CHECK(evq_ring_get(q, &r, ev, 4, 50 * MS) == 0, "event for a closed number");
+	evq_stats(q, &st);
+	CHECK(st.registered == 0 && st.stale_dropped == 1, "registered %llu stale %llu",
+	      (unsigned long long)st.registered, (unsigned long long)st.stale_dropped);
+	munmap(r.hdr, r.bytes);
+	close(sv[1]);
+	close(q);
+}
+
 /* A ring of 8 slots, 300 ready registrations: every one delivered once, in order. */
 static void ring_overflow_loses_nothing(void)
 {
@@ -951,6 +993,7 @@ int main(int argc, char **argv)
 	RUN(signal_interrupts_with_eintr);
 	RUN(closed_and_reused_number);
 	RUN(reused_number_declared_again);
+	RUN(revoke_after_close_releases_the_file);
 	RUN(dup_kept_file_yields_nothing);
 	RUN(idle_closed_registration_is_swept);
 	RUN(hangup_is_reported);
@@ -960,6 +1003,7 @@ int main(int argc, char **argv)
 	RUN(without_wake_one_all_hear);
 	RUN(ring_delivers_without_a_syscall);
 	RUN(ring_level_and_oneshot);
+	RUN(ring_plain_close_posts_nothing);
 	RUN(ring_overflow_loses_nothing);
 	RUN(bad_input_is_refused_and_loses_nothing);
 	RUN(ring_garbage_head_is_harmless);

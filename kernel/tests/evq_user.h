@@ -22,7 +22,7 @@ static inline int evq_open(void)
 	return open("/dev/evq", O_RDWR | O_CLOEXEC);
 }
 
-/* Returns 0 and the state, or -errno. */
+/* Returns 0 (or 1, see EVQ_DECLARE_INTEREST) and the state, or -errno. */
 static inline int evq_declare(int q, int fd, unsigned interest, unsigned mode, unsigned flags,
 			      uint64_t token, unsigned *state)
 {
@@ -30,11 +30,13 @@ static inline int evq_declare(int q, int fd, unsigned interest, unsigned mode, u
 		.fd = fd, .interest = interest, .mode = mode, .flags = flags, .token = token,
 	};
 
-	if (ioctl(q, EVQ_DECLARE_INTEREST, &in) < 0)
+	int r = ioctl(q, EVQ_DECLARE_INTEREST, &in);
+
+	if (r < 0)
 		return -errno;
 	if (state)
 		*state = in.state;
-	return 0;
+	return r; /* 1: replaced a registration of the number's previous file */
 }
 
 /* Returns the number of events, or -errno. */

@@ -48,6 +48,10 @@
  * `fd` (a descriptor of the calling process). On success `state` is the file's
  * whole current state (EVQ_* bits, not only the interest), read after the
  * registration is in place, so no change can fall between the two.
+ * Returns 0, or 1 when the number's registration named another file (the
+ * number was closed and reused without a revoke) and was replaced. A revoke
+ * goes by number and works even on a number closed since (the registration is
+ * dropped, then EBADF says the state cannot be read).
  * Errors: EBADF (fd not open), EINVAL (unknown bits, mode or flags, reserved
  * not 0, or fd is an evq or /dev/poll file), EPERM (the file cannot be polled:
  * regular files, as epoll), ENOSPC (the module's max_watches reached),
