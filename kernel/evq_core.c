@@ -95,7 +95,7 @@ static struct evq_event *evq_ring_live_slot_locked(struct evq_ring *ring, struct
  * if it has one (returns 0), else a new slot (returns 1), or -1 if the ring is
  * full. q->lock held.
  */
-static int evq_ring_post_locked(struct evq_queue *q, struct evq_reg *reg, u32 mask)
+static int evq_ring_post_locked(struct evq_queue *q, struct evq_reg *reg, u32 mask, bool polled)
 {
 	struct evq_ring *ring = q->ring;
 	struct evq_event *slot;
@@ -122,10 +122,11 @@ static int evq_ring_post_locked(struct evq_queue *q, struct evq_reg *reg, u32 ma
 		/*
 		 * The consumer takes a slot with xchg(mask, 0). Either our
 		 * cmpxchg lands first and the consumer gets the merged bits, or
-		 * it sees 0 and we post a new slot: no wake-up is lost.
+		 * it sees 0 and we post a new slot: no wake-up is lost. A mask
+		 * the kernel just polled is the whole state: it replaces.
 		 */
 		while (old) {
-			u32 seen = cmpxchg(&slot->mask, old, old | mask);
+			u32 seen = cmpxchg(&slot->mask, old, polled ? mask : old | mask);
 
 			if (seen == old) {
 				ring->hdr->coalesced++;
@@ -169,6 +170,13 @@ static u32 evq_ring_used(struct evq_ring *ring)
 	u32 used = ring->tail - smp_load_acquire(&ring->hdr->head);
 
 	return used > ring->entries ? ring->entries : used;
+}
+
+/* Tells the process whether events wait in the ready list. q->lock held. */
+static void evq_note_backlog_locked(struct evq_queue *q)
+{
+	if (q->ring)
+		WRITE_ONCE(q->ring->hdr->backlog, !list_empty(&q->rdllist));
 }
 
 /* ------------------------------------------------------- queueing */
@@ -218,7 +226,7 @@ static bool evq_enqueue_locked(struct evq_queue *q, struct evq_reg *reg,
 		u32 state = evq_poll_to_state(pollflags & reg->events);
 
 		if (known || (state & interest) == interest) {
-			int posted = evq_ring_post_locked(q, reg, state & reg->report);
+			int posted = evq_ring_post_locked(q, reg, state & reg->report, known);
 
 			if (posted >= 0) {
 				evq_after_post_locked(q, reg);
@@ -234,6 +242,7 @@ static bool evq_enqueue_locked(struct evq_queue *q, struct evq_reg *reg,
 	if (!list_empty(&reg->rdllink))
 		return false;
 	list_add_tail(&reg->rdllink, &q->rdllist);
+	evq_note_backlog_locked(q);
 	evq_wake_locked(q, sync);
 	return true;
 }
@@ -560,6 +569,9 @@ struct evq_batch {
 	/* Registrations whose descriptor was found closed or reused. */
 	struct evq_reg *stale[EVQ_CHUNK];
 	unsigned int nstale;
+	/* Registrations polled and found not ready (their ring slots are stale). */
+	struct evq_reg *quiet[EVQ_CHUNK];
+	unsigned int nquiet;
 };
 
 /*
@@ -619,14 +631,18 @@ static unsigned int evq_poll_batch(struct evq_queue *q, struct evq_batch *b, uns
 	if (unlikely(b->nstale))
 		evq_drop_stale(q, b);
 	init_poll_funcptr(&pt, NULL);
+	b->nquiet = 0;
 	for (i = 0; i < k; i++) {
 		struct evq_reg *reg = b->reg[i];
 		__poll_t revents;
 
 		pt._key = reg->events;
 		revents = vfs_poll(reg->file, &pt) & reg->events;
-		if (!revents)
-			continue; /* the paper's suppression: no longer meaningful */
+		if (!revents) {
+			/* The paper's suppression: no longer meaningful. */
+			b->quiet[b->nquiet++] = reg;
+			continue;
+		}
 		b->reg[n] = reg;
 		b->revents[n] = revents;
 		n++;
@@ -733,10 +749,10 @@ static long evq_send_events(struct evq_queue *q, struct evq_out *out)
 }
 
 /*
- * Ring mode: moves ready registrations into the ring (their masks polled now)
- * and returns how many ring entries are unconsumed. When the process has
- * drained the ring, level registrations posted since the last call are
- * re-polled first (epoll's level rule, deferred to when the ring is empty).
+ * Ring mode: re-polls the level registrations posted since the last call
+ * (epoll's level rule: a level registration is reported on every call while
+ * ready; a live slot absorbs the repeat), moves ready registrations into the
+ * ring (their masks polled now) and returns how many entries are unconsumed.
  */
 static long evq_ring_produce(struct evq_queue *q)
 {
@@ -748,7 +764,7 @@ static long evq_ring_produce(struct evq_queue *q)
 
 	mutex_lock(&q->mtx);
 	spin_lock_irq(&q->lock);
-	if (evq_ring_used(ring) == 0) {
+	{
 		struct evq_reg *reg, *tmp;
 
 		list_for_each_entry_safe(reg, tmp, &q->recheck, recheck) {
@@ -768,11 +784,18 @@ static long evq_ring_produce(struct evq_queue *q)
 		spin_unlock_irq(&q->lock);
 		n = evq_poll_batch(q, &b, k);
 		spin_lock_irq(&q->lock);
+		/*
+		 * A live slot of a registration polled quiet reports a state that
+		 * is gone (a level registration drained since it was posted):
+		 * withdrawn, so level stays level on the ring.
+		 */
+		for (i = 0; i < b.nquiet; i++)
+			evq_ring_cancel_locked(q, b.quiet[i]);
 		for (i = 0; i < n; i++) {
 			struct evq_reg *reg = b.reg[i];
 			u32 mask = evq_poll_to_state(b.revents[i]) & reg->report;
 
-			if (evq_ring_post_locked(q, reg, mask) < 0) {
+			if (evq_ring_post_locked(q, reg, mask, true) < 0) {
 				/* Only a process writing nonsense to head gets here. */
 				unsigned int j;
 
@@ -789,6 +812,7 @@ static long evq_ring_produce(struct evq_queue *q)
 	}
 	list_splice(&txlist, &q->rdllist);
 	q->producing = false;
+	evq_note_backlog_locked(q);
 	used = evq_ring_used(ring);
 	spin_unlock_irq(&q->lock);
 	if (unlikely(b.nstale))

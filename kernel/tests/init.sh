@@ -70,14 +70,30 @@ fi
 # Wake-one alone, where the guest has several CPUs (the bench boot has one).
 has wakeone && run evq_bench_wakeone 600 /tests/evq_bench "$BENCH" wakeone
 if has rust; then
-	for t in /rust/*; do
-		[ -x "$t" ] || continue
-		n=$(basename "$t")
-		# Only the kmod backend: TCG time is dear, and the host runs the rest.
-		run "rust_$n" 600 env EVQ_BACKEND=kmod EVQ_TEST_BACKENDS=kmod RUST_BACKTRACE=1 \
-			"$t" --test-threads=2
+	# evq's suites on the kernel-module backends only: TCG time is dear, and the
+	# host runs every other backend. The C API and the personalities run
+	# unchanged with EVQ_BACKEND naming a kmod flavour.
+	for t in /rust/test-*; do
+		n=${t#/rust/test-}
+		case "$n" in
+		evq-compat-*)
+			for b in kmod kmod-ring; do
+				run "rust_${n}_$b" 600 env EVQ_BACKEND=$b RUST_BACKTRACE=1 "$t" --test-threads=2
+			done
+			;;
+		*)
+			run "rust_$n" 900 env EVQ_TEST_BACKENDS=kmod,kmod-ring RUST_BACKTRACE=1 \
+				"$t" --test-threads=2
+			;;
+		esac
 	done
+	for b in kmod kmod-ring; do
+		run "capi_api_test_$b" 300 env EVQ_BACKEND=$b /rust/capi-api_test
+		run "capi_api_test_${b}_level" 300 env EVQ_BACKEND=$b EVQ_PAPER_MODE=level /rust/capi-api_test
+	done
+	run evq_torture 900 /rust/evq torture --quick --backend kmod,kmod-ring --no-shrink
 fi
+
 if has loadunload; then
 	echo "EVQ-TEST-BEGIN load_unload_100"
 	t0=$(date +%s)

@@ -26,6 +26,7 @@ SUITE_TESTS = {
     "bench": ["evq_bench"],
     "loadunload": ["load_unload_100"],
     "wakeone": ["evq_bench_wakeone"],
+    "rust": ["capi_api_test_kmod", "capi_api_test_kmod-ring", "evq_torture"],
 }
 
 

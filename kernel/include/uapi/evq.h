@@ -89,9 +89,10 @@ struct evq_event {
  * EVQ_MAX_EVENTS, unknown flags, a ring call on a queue without a ring or an
  * array call on one with a ring), EFAULT (bad `events`; nothing is lost),
  * EINTR (a signal; nothing is lost).
- * With EVQ_WAIT_RING, the ready list is moved into the ring and the call
- * returns the number of unconsumed ring entries (sleeping only while the ring
- * is empty); `events` and `array_max` must be 0.
+ * With EVQ_WAIT_RING, level registrations posted since the previous call are
+ * polled again, the ready list is moved into the ring, and the call returns
+ * the number of unconsumed ring entries (sleeping only while the ring is
+ * empty); `events` and `array_max` must be 0.
  */
 struct evq_wait {
 	__u64 events;     /* user pointer to struct evq_event[array_max] */
@@ -142,6 +143,10 @@ struct evq_ring_header {
 	__u64 produced;      /* statistics: entries posted by EVQ_GET_NEXT_EVENT */
 	__u64 coalesced;     /* statistics: wake-ups merged into a live slot */
 	__u64 overflowed;    /* statistics: wake-ups sent to the ready list, ring full */
+	__u32 backlog;       /* non-zero: events wait in the ready list (ring full, or a
+	                      * mask the kernel must poll): call EVQ_GET_NEXT_EVENT
+	                      * with EVQ_WAIT_RING before taking, to keep them in order */
+	__u32 reserved;
 };
 
 /* EVQ_STATS: counters of the queue, for tests. */
