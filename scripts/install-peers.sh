@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Installs the peers the lab compares evq against, from Debian's packages:
-# servers (nginx, h2o, lighttpd), load tools (httperf, wrk), event libraries
-# (libev, libevent, libuv, liburing), the tools to build against them, and
-# chromium (headless) for the test that opens the lab's report in a browser.
+# Installs every package of scripts/peer-packages.txt from Debian's packages: the
+# peers the lab compares evq against (servers, load tools, event libraries, the
+# tools to build against them) and what the tests need (valgrind, iproute2,
+# chromium). `evq lab` installs the peer rows itself when they are missing.
 # Idempotent; needs root (apt). Usage: scripts/install-peers.sh [--quiet]
 set -euo pipefail
-packages=(pkg-config build-essential valgrind fonts-dejavu-core iproute2
-          nginx-light h2o lighttpd httperf wrk
-          libev-dev libevent-dev libuv1-dev liburing-dev chromium)
+here=$(dirname "$0")
+mapfile -t packages < <(grep -v '^#' "$here/peer-packages.txt" | cut -d'|' -f1 | tr -d ' ' | grep -v '^$')
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

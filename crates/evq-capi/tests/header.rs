@@ -41,33 +41,19 @@ fn rust_values() -> BTreeMap<&'static str, i128> {
     put("EVQ_EOS", EVQ_EOS.into());
     put("EVQ_EINTERNAL", EVQ_EINTERNAL.into());
     put("EVQ_EBUSY", EVQ_EBUSY.into());
-    put("sizeof(event_descr_t)", size_of::<event_descr_t>() as i128);
-    put(
-        "_Alignof(event_descr_t)",
-        align_of::<event_descr_t>() as i128,
-    );
-    put(
-        "offsetof(event_descr_t, fd)",
-        offset_of!(event_descr_t, fd) as i128,
-    );
-    put(
-        "offsetof(event_descr_t, mask)",
-        offset_of!(event_descr_t, mask) as i128,
-    );
-    put("sizeof(evq_event_t)", size_of::<evq_event_t>() as i128);
-    put("_Alignof(evq_event_t)", align_of::<evq_event_t>() as i128);
-    put(
-        "offsetof(evq_event_t, token)",
-        offset_of!(evq_event_t, token) as i128,
-    );
-    put(
-        "offsetof(evq_event_t, fd)",
-        offset_of!(evq_event_t, fd) as i128,
-    );
-    put(
-        "offsetof(evq_event_t, mask)",
-        offset_of!(evq_event_t, mask) as i128,
-    );
+    // Size, alignment and the offset of every field, as C spells them.
+    macro_rules! layout {
+        ($t:ident: $($field:ident),+) => {
+            put(concat!("sizeof(", stringify!($t), ")"), size_of::<$t>() as i128);
+            put(concat!("_Alignof(", stringify!($t), ")"), align_of::<$t>() as i128);
+            $(put(
+                concat!("offsetof(", stringify!($t), ", ", stringify!($field), ")"),
+                offset_of!($t, $field) as i128,
+            );)+
+        };
+    }
+    layout!(event_descr_t: fd, mask);
+    layout!(evq_event_t: token, fd, mask);
     m
 }
 

@@ -24,12 +24,18 @@ pub struct LabArgs {
     /// from (default: this program, which is evq).
     #[arg(long, value_name = "PATH")]
     pub evq_bin: Option<PathBuf>,
+    /// Do not install missing peer packages (nginx, h2o, lighttpd, httperf, wrk,
+    /// libev, libevent, libuv…) before measuring; their rows are then missing and
+    /// the report says how to fill them. By default the lab installs them with
+    /// apt-get when it runs as root on a Debian-like system.
+    #[arg(long)]
+    pub no_install_peers: bool,
     /// Judge and render again the raw records (raw.json) of an earlier run in DIR,
     /// measuring nothing; the report in DIR is rewritten.
     #[arg(
         long,
         value_name = "DIR",
-        conflicts_with_all = ["quick", "smoke", "only", "evq_bin"]
+        conflicts_with_all = ["quick", "smoke", "only", "evq_bin", "no_install_peers"]
     )]
     pub rejudge: Option<PathBuf>,
 }
@@ -52,6 +58,7 @@ pub fn run(args: &LabArgs) -> io::Result<()> {
                 out: args.out.clone(),
                 evq_bin: args.evq_bin.clone(),
                 command_line: std::env::args().collect::<Vec<_>>().join(" "),
+                install_peers: !args.no_install_peers,
             };
             (evq_lab::run(&opts)?, args.out.clone())
         }

@@ -1,22 +1,9 @@
 //! SEEDS 004's devpollperf on the /dev/poll personality: ns per event for several
 //! pipe counts. `cargo run --release -p evq-compat --example devpollperf [iters]`
 
-fn raise_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
 fn main() {
-    raise_nofile();
+    // Thousands of pipes: take all the descriptors the hard limit allows.
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let iters: u64 = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

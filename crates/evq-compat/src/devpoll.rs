@@ -224,14 +224,7 @@ impl DevPoll {
                 }
                 Watched::Queue | Watched::Nothing => 0,
             };
-            if revents != 0 {
-                out[n] = libc::pollfd {
-                    fd,
-                    events: e.events,
-                    revents,
-                };
-                n += 1;
-            }
+            report(out, &mut n, fd, e.events, revents);
         }
         if n == out.len() {
             return Ok(n);
@@ -254,14 +247,7 @@ impl DevPoll {
                 continue;
             };
             let revents = revents_of(fd, entry.events, event.readiness());
-            if revents != 0 {
-                out[n] = libc::pollfd {
-                    fd,
-                    events: entry.events,
-                    revents,
-                };
-                n += 1;
-            }
+            report(out, &mut n, fd, entry.events, revents);
         }
         Ok(n)
     }
@@ -272,6 +258,18 @@ impl std::fmt::Debug for DevPoll {
         f.debug_struct("DevPoll")
             .field("entries", &self.entries.len())
             .finish()
+    }
+}
+
+/// Appends `fd`'s result at `out[*n]` if anything happened to it.
+fn report(out: &mut [libc::pollfd], n: &mut usize, fd: RawFd, events: i16, revents: i16) {
+    if revents != 0 {
+        out[*n] = libc::pollfd {
+            fd,
+            events,
+            revents,
+        };
+        *n += 1;
     }
 }
 

@@ -12,8 +12,9 @@
 //! [`evq::WakeOneRotation`] (`serv02l-kone-r1`, `-r16`), the kqueue personality's
 //! `EV_WAKEONE` (`serv02l-kone-kq`) and `SO_REUSEPORT` sharding (`reuseport`).
 //!
-//! [`run`] does the work; [`HerdArgs`] is the command line, so a CLI can mount it as
-//! a subcommand and call [`cli`]:
+//! [`run`] does the work. With feature `cli`, `HerdArgs` is the command line, so
+//! a CLI can mount it as a subcommand and call `cli` (without the feature a
+//! library user's build carries no clap):
 //!
 //! ```text
 //! // in the CLI's subcommand enum:
@@ -34,45 +35,22 @@
 #![deny(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "cli")]
+mod cli;
 mod client;
 mod design;
 mod designs;
 mod net;
 mod process;
 
+#[cfg(feature = "cli")]
+pub use cli::{cli, HerdArgs};
 pub use design::Design;
 use process::{reap, Counter, SharedCounters};
 use serde::Serialize;
-use std::io::{self, Write};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The command line of `evq-herd` (and of `evq herd`).
-#[derive(Clone, Debug, clap::Args)]
-pub struct HerdArgs {
-    /// Design to run (repeatable); default: all.
-    #[arg(long = "design", value_name = "NAME")]
-    pub designs: Vec<String>,
-    /// Worker processes or threads per design.
-    #[arg(long, default_value_t = 4)]
-    pub workers: usize,
-    /// Client concurrencies (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![8, 32, 128])]
-    pub concurrency: Vec<usize>,
-    /// Small runs: 4,096 requests per design and concurrency (all designs < 60 s).
-    #[arg(long)]
-    pub quick: bool,
-    /// Requests per client (default: 32,768 per run, or 4,096 with --quick, split
-    /// among the clients).
-    #[arg(long)]
-    pub requests_per_client: Option<usize>,
-    /// Longest a single run may take, in seconds; clients stop at this deadline.
-    #[arg(long, default_value_t = 30)]
-    pub run_timeout: u64,
-    /// Print the records as a JSON array instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// What [`run`] runs.
 #[derive(Clone, Debug)]
@@ -92,39 +70,26 @@ pub struct HerdConfig {
 }
 
 impl HerdConfig {
-    /// The configuration the command line asks for.
+    /// Checks the ranges: 1 to 256 workers, concurrencies of 1 to 4,096, and no
+    /// zero request count or run timeout.
     ///
     /// # Errors
-    /// `InvalidInput` for an unknown design, zero workers or a zero concurrency.
-    pub fn from_args(args: &HerdArgs) -> io::Result<HerdConfig> {
-        let designs = if args.designs.is_empty() {
-            Design::ALL.to_vec()
-        } else {
-            args.designs
-                .iter()
-                .map(|d| d.parse())
-                .collect::<io::Result<Vec<_>>>()?
-        };
-        let invalid = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_string());
-        if args.workers == 0 || args.workers > 256 {
-            return Err(invalid("--workers must be between 1 and 256"));
+    /// `InvalidInput` saying which; the messages name the command-line flags.
+    pub fn validate(&self) -> io::Result<()> {
+        let invalid = |m: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, m.to_string()));
+        if self.workers == 0 || self.workers > 256 {
+            return invalid("--workers must be between 1 and 256");
         }
-        if args.concurrency.is_empty() || args.concurrency.iter().any(|&c| c == 0 || c > 4096) {
-            return Err(invalid("--concurrency values must be between 1 and 4096"));
+        if self.concurrency.is_empty() || self.concurrency.iter().any(|&c| c == 0 || c > 4096) {
+            return invalid("--concurrency values must be between 1 and 4096");
         }
-        if args.requests_per_client == Some(0) || args.run_timeout == 0 {
-            return Err(invalid(
-                "--requests-per-client and --run-timeout must be > 0",
-            ));
+        if self.requests_per_client == Some(0)
+            || self.requests_per_run == 0
+            || self.run_timeout.is_zero()
+        {
+            return invalid("--requests-per-client and --run-timeout must be > 0");
         }
-        Ok(HerdConfig {
-            designs,
-            workers: args.workers,
-            concurrency: args.concurrency.clone(),
-            requests_per_run: if args.quick { 4096 } else { 32768 },
-            requests_per_client: args.requests_per_client,
-            run_timeout: Duration::from_secs(args.run_timeout),
-        })
+        Ok(())
     }
 }
 
@@ -183,9 +148,10 @@ pub fn jain_index(xs: &[u64]) -> f64 {
 /// Runs every design at every concurrency, one after another.
 ///
 /// # Errors
-/// Setting up a run (sockets, shared memory, `fork`) failed; the processes already
+/// A configuration out of range ([`HerdConfig::validate`]); setting up a run (sockets, shared memory, `fork`) failed; the processes already
 /// started for that run are reaped first.
 pub fn run(cfg: &HerdConfig) -> io::Result<Vec<HerdRecord>> {
+    cfg.validate()?;
     let mut records = Vec::new();
     for &design in &cfg.designs {
         for &c in &cfg.concurrency {
@@ -332,21 +298,4 @@ pub fn table(records: &[HerdRecord]) -> String {
         ));
     }
     out
-}
-
-/// Runs the command line: the records as a table, or JSON with `--json`.
-///
-/// # Errors
-/// A bad argument, a failed run, or failing to write to stdout.
-pub fn cli(args: &HerdArgs) -> io::Result<()> {
-    let cfg = HerdConfig::from_args(args)?;
-    let records = run(&cfg)?;
-    let mut stdout = io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut stdout, &records).map_err(io::Error::other)?;
-        writeln!(stdout)?;
-    } else {
-        stdout.write_all(table(&records).as_bytes())?;
-    }
-    Ok(())
 }

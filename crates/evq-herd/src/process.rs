@@ -134,14 +134,7 @@ impl Drop for SleepMeter<'_> {
 
 /// `getrusage(RUSAGE_THREAD).ru_nvcsw` of the calling thread.
 fn voluntary_switches() -> u64 {
-    // SAFETY: an all-zero rusage is valid; getrusage fills the live struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
-        ru.ru_nvcsw as u64
-    } else {
-        0
-    }
+    evq_os::CpuUsage::of_thread().voluntary_switches
 }
 
 /// A `PTHREAD_PROCESS_SHARED` mutex in shared memory (Stevens serv04).

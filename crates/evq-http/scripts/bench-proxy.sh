@@ -3,23 +3,18 @@
 # reply, one thread). evq proxy vs nginx (worker_processes 1, upstream keepalive
 # 64), wrk -t1 -c64 -d5s, alternating, two rounds.
 set -uo pipefail
-BIN=${EVQ_HTTP_BIN:-$(dirname "$0")/../../../target/release/evq-http}
+BIN=${EVQ_BIN:-$(dirname "$0")/../../../target/release/evq}
+COMMON=$(cd "$(dirname "$0")" && pwd)/nginx-common.conf
 D=${DUR:-5s}
 mkdir -p /tmp/evqbench/nginx
-cat > /tmp/evqbench/nginx-proxy.conf <<'NGX'
+cat > /tmp/evqbench/nginx-proxy.conf <<NGX
 worker_processes 1;
 daemon off;
 pid /tmp/evqbench/nginx/nginx-proxy.pid;
 error_log /tmp/evqbench/nginx/error-proxy.log warn;
 events { worker_connections 4096; use epoll; }
 http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path /tmp/evqbench/nginx/body;
-  proxy_temp_path /tmp/evqbench/nginx/proxy;
-  fastcgi_temp_path /tmp/evqbench/nginx/fcgi;
-  uwsgi_temp_path /tmp/evqbench/nginx/uwsgi;
-  scgi_temp_path /tmp/evqbench/nginx/scgi;
+  include $COMMON;
   upstream origin { server 127.0.0.1:18310; keepalive 64; }
   server {
     listen 127.0.0.1:18312;

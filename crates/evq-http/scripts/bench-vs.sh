@@ -3,11 +3,14 @@
 # (num-threads 1), same 1 KiB reply, wrk -t1 -c64 -d5s, one run after another.
 # Writes its configs and the 1 KiB file under /tmp/evqbench.
 set -uo pipefail
-BIN=${EVQ_HTTP_BIN:-$(dirname "$0")/../../../target/release/evq-http}
+BIN=${EVQ_BIN:-$(dirname "$0")/../../../target/release/evq}
+COMMON=$(cd "$(dirname "$0")" && pwd)/nginx-common.conf
 D=${DUR:-5s}
 ulimit -n "$(ulimit -Hn)"
 mkdir -p /tmp/evqbench/root /tmp/evqbench/nginx
-python3 - <<'PY'
+python3 - "$COMMON" <<'PY'
+import sys
+common = sys.argv[1]
 body = "".join(("\n" if i % 64 == 63 else chr(ord('a') + i % 26)) for i in range(1024))
 open("/tmp/evqbench/root/1k.txt", "w").write(body)
 esc = body.replace("\n", "\\n")
@@ -18,16 +21,10 @@ pid /tmp/evqbench/nginx/nginx.pid;
 error_log /tmp/evqbench/nginx/error.log warn;
 events {{ worker_connections 4096; use epoll; }}
 http {{
-  access_log off;
+  include {common};
   sendfile on;
   tcp_nopush on;
   tcp_nodelay on;
-  keepalive_requests 1000000;
-  client_body_temp_path /tmp/evqbench/nginx/body;
-  proxy_temp_path /tmp/evqbench/nginx/proxy;
-  fastcgi_temp_path /tmp/evqbench/nginx/fcgi;
-  uwsgi_temp_path /tmp/evqbench/nginx/uwsgi;
-  scgi_temp_path /tmp/evqbench/nginx/scgi;
   default_type text/plain;
   server {{
     listen 127.0.0.1:18290;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# User-space memory per idle connection of `evq-http serve`: RSS of the server
+# User-space memory per idle connection of `evq serve`: RSS of the server
 # process before and after N idle connections (opened from 127.0.0.2 by a
 # separate Python process, so client memory is not counted), divided by N.
 #   usage: idle-memory.sh [N] [backend] [extra serve flags...]
@@ -7,7 +7,7 @@ set -euo pipefail
 N=${1:-10000}
 BACKEND=${2:-epoll}
 shift $(( $# > 2 ? 2 : $# )) || true
-BIN=${EVQ_HTTP_BIN:-$(dirname "$0")/../../../target/release/evq-http}
+BIN=${EVQ_BIN:-$(dirname "$0")/../../../target/release/evq}
 PORT=${PORT:-18181}
 ulimit -n "$(ulimit -Hn)"
 "$BIN" serve --listen 127.0.0.1:$PORT --backend "$BACKEND" "$@" >/tmp/idle-memory-serve.$$ 2>&1 &

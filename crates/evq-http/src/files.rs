@@ -10,7 +10,7 @@
 use crate::sys;
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 /// A document root: an `O_PATH` descriptor (for `openat2` beneath it) and its
@@ -151,7 +151,7 @@ fn open_under(root: &FileRoot, rel: &[u8]) -> Result<RawFd, u16> {
         Some(libc::EMFILE) | Some(libc::ENFILE) => 503,
         _ => 500,
     };
-    match sys::open_beneath(sys::raw(&root.fd), c) {
+    match sys::open_beneath(root.fd.as_raw_fd(), c) {
         Ok(Some(fd)) => Ok(fd),
         Err(e) => Err(errno(e)),
         Ok(None) => {
@@ -214,7 +214,7 @@ impl Drop for FileCache {
     fn drop(&mut self) {
         for f in &self.slots {
             if f.fd >= 0 {
-                sys::close(f.fd);
+                evq_os::io::close(f.fd);
             }
         }
     }
@@ -278,7 +278,7 @@ impl FileCache {
         // Claim the slot for this path now, before an index.html rewrite changes it.
         let entry = &mut self.slots[slot];
         if entry.fd >= 0 {
-            sys::close(entry.fd);
+            evq_os::io::close(entry.fd);
             entry.fd = -1;
         }
         entry.key.clear();
@@ -287,12 +287,12 @@ impl FileCache {
         let mut info = match sys::fstat(fd) {
             Ok(i) => i,
             Err(_) => {
-                sys::close(fd);
+                evq_os::io::close(fd);
                 return Err(500);
             }
         };
         if info.is_dir {
-            sys::close(fd);
+            evq_os::io::close(fd);
             let rel = &mut *path;
             rel.pop();
             rel.extend_from_slice(b"/index.html\0");
@@ -304,13 +304,13 @@ impl FileCache {
             info = match sys::fstat(fd) {
                 Ok(i) => i,
                 Err(_) => {
-                    sys::close(fd);
+                    evq_os::io::close(fd);
                     return Err(500);
                 }
             };
         }
         if !info.is_regular {
-            sys::close(fd);
+            evq_os::io::close(fd);
             return Err(403);
         }
         let name = path.strip_suffix(b"\0").unwrap_or(path);

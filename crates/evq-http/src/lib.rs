@@ -9,8 +9,9 @@
 //!   001's load shedding; header/idle timeouts as evq timers; graceful shutdown.
 //! - [`proxy`] / [`ProxyHandle`]: SEEDS 000's experiment shape, clients → proxy →
 //!   origin, with a keep-alive pool to the origin and 502/504 on origin failure.
-//! - [`ServeArgs`] / [`ProxyArgs`]: clap flags, so a binary mounts
-//!   `evq serve` / `evq proxy` in two lines.
+//! - With feature `cli`: `ServeArgs` / `ProxyArgs` (clap flags) and
+//!   `run_serve` / `run_proxy`, so a binary mounts `evq serve` / `evq proxy` in
+//!   two lines. Without it, a library user's build carries no clap.
 //!
 //! ```no_run
 //! let cfg = evq_http::ServeConfig {
@@ -27,73 +28,25 @@
 #![deny(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "cli")]
+mod cli;
 mod config;
 pub mod date;
 mod files;
-pub mod framing;
+mod listener;
 mod proxy;
 mod relay;
 pub mod request;
 mod server;
 mod stats;
 mod sys;
+mod token;
 mod worker;
 
-pub use config::{
-    AcceptMode, DeliveryMode, ProxyArgs, ProxyConfig, ServeArgs, ServeConfig, ShedConfig,
-};
-pub use proxy::{proxy, ProxyHandle, ProxyReport};
+#[cfg(feature = "cli")]
+pub use cli::{run_proxy, run_serve, ProxyArgs, ServeArgs};
+pub use config::{AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
+pub use proxy::{proxy, ProxyHandle};
 pub use server::{serve, ServerHandle};
-pub use stats::ServeReport;
-pub use sys::{raise_nofile_limit, resident_bytes};
-
-/// `evq serve`: runs the server these flags describe until SIGINT/SIGTERM, then
-/// prints its counters (text, or JSON with `--json`) to stdout.
-///
-/// # Errors
-/// Bad flags, bind errors, or the error that ended a worker.
-pub fn run_serve(args: &ServeArgs) -> std::io::Result<()> {
-    let cfg = args.to_config()?;
-    // Connections are descriptors: take all the hard limit allows.
-    let _ = raise_nofile_limit(u64::MAX);
-    let server = ServerHandle::start(&cfg)?;
-    eprintln!(
-        "evq serve: listening on {} ({} thread(s), {} backend)",
-        server.addr(),
-        cfg.threads,
-        server.report().backend
-    );
-    let report = server.wait()?;
-    if args.json {
-        println!("{}", report.to_json());
-    } else {
-        println!("{report}");
-    }
-    Ok(())
-}
-
-/// `evq proxy`: runs the proxy these flags describe until SIGINT/SIGTERM, then
-/// prints its counters.
-///
-/// # Errors
-/// Bad flags, bind errors, or the error that ended the loop.
-pub fn run_proxy(args: &ProxyArgs) -> std::io::Result<()> {
-    let cfg = args.to_config()?;
-    let _ = raise_nofile_limit(u64::MAX);
-    let handle = ProxyHandle::start(&cfg)?;
-    eprintln!(
-        "evq proxy: listening on {}, origin {}",
-        handle.addr(),
-        cfg.origin
-    );
-    let report = handle.wait()?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).unwrap_or_else(|_| "{}".into())
-        );
-    } else {
-        println!("{report}");
-    }
-    Ok(())
-}
+pub use stats::{ProxyReport, ServeReport};
+pub use sys::resident_bytes;

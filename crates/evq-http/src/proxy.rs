@@ -3,7 +3,7 @@
 //! Each client connection handles one exchange at a time (pipelined requests wait
 //! in its buffer). An exchange borrows an origin connection from a keep-alive pool
 //! (or connects a new one), relays the request head and body, then relays the
-//! response byte-for-byte while [`Framing`](crate::framing::Framing) tracks where it ends, so the origin
+//! response byte-for-byte while [`evq_wire::Framing`] tracks where it ends, so the origin
 //! connection can go back to the pool. Failures become status codes: origin
 //! refused, reset or garbage before any response byte → 502; no answer within the
 //! origin timeout → 504. A pooled connection that the origin closed while idle is
@@ -11,55 +11,15 @@
 
 use crate::config::ProxyConfig;
 use crate::relay::Relay;
-use crate::sys;
+use crate::stats::ProxyReport;
 use evq::{BackendKind, Notifier};
-use serde::Serialize;
+use evq_os::{ListenOptions, StopPipe};
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-
-/// The proxy's counters.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-pub struct ProxyReport {
-    /// Client connections accepted.
-    pub accepts: u64,
-    /// Requests read from clients.
-    pub requests: u64,
-    /// Responses relayed from the origin completely.
-    pub relayed: u64,
-    /// 400/431 answers to malformed client requests.
-    pub bad_requests: u64,
-    /// 502 answers (origin refused, reset, or sent garbage).
-    pub bad_gateway: u64,
-    /// 504 answers (origin did not answer in time).
-    pub gateway_timeout: u64,
-    /// New connections to the origin.
-    pub origin_connects: u64,
-    /// Exchanges that reused a pooled origin connection.
-    pub origin_reuses: u64,
-    /// Requests resent on a fresh connection after a pooled one turned out closed.
-    pub retries: u64,
-}
-
-impl std::fmt::Display for ProxyReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries",
-            self.accepts,
-            self.requests,
-            self.relayed,
-            self.bad_requests,
-            self.bad_gateway,
-            self.gateway_timeout,
-            self.origin_connects,
-            self.origin_reuses,
-            self.retries
-        )
-    }
-}
 
 /// A proxy running in this process.
 pub struct ProxyHandle {
@@ -75,7 +35,7 @@ impl ProxyHandle {
     /// # Errors
     /// Bind/listen errors or an unavailable backend.
     pub fn start(cfg: &ProxyConfig) -> io::Result<ProxyHandle> {
-        sys::ignore_sigpipe();
+        evq_os::ignore_sigpipe();
         let kind = match cfg.backend {
             Some(k) => {
                 k.available()?;
@@ -83,15 +43,19 @@ impl ProxyHandle {
             }
             None => BackendKind::from_env_or_best()?,
         };
-        let listener = sys::listen(cfg.listen, false, 1024)?;
-        let addr = sys::local_addr(sys::raw(&listener))?;
+        let opts = ListenOptions {
+            backlog: 1024,
+            ..ListenOptions::default()
+        };
+        let listener = evq_os::listen(cfg.listen, opts)?;
+        let addr = evq_os::socket::local_addr(listener.as_raw_fd())?;
         let stop = Arc::new(AtomicBool::new(false));
-        let signal_fd = if cfg.handle_signals {
-            Some(sys::install_shutdown_signals()?)
+        let signal = if cfg.handle_signals {
+            Some(StopPipe::new()?)
         } else {
             None
         };
-        let relay = Relay::new(cfg, kind, listener, stop.clone(), signal_fd)?;
+        let relay = Relay::new(cfg, kind, listener, stop.clone(), signal)?;
         let notifier = relay.notifier();
         let thread = std::thread::Builder::new()
             .name("evq-proxy".into())

@@ -4,30 +4,22 @@
 
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
-use crate::framing::{body_headers, Framing};
-use crate::proxy::ProxyReport;
+use crate::listener::{Listener, Next};
 use crate::request::write_error;
-use crate::sys::{self, later};
+use crate::stats::ProxyReport;
+use crate::sys::later;
+use crate::token::{decode, next_generation, token, Kind};
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
+use evq_os::StopPipe;
+use evq_wire::{parse_response_head, BodyHeaders, Framing, Strictness};
 use std::io;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-const KIND_SHIFT: u32 = 62;
-const KIND_CLIENT: u64 = 0;
-const KIND_ORIGIN: u64 = 1;
-const KIND_LISTENER: u64 = 2;
-const KIND_TIMER: u64 = 3;
-const GEN_MASK: u32 = (1 << 30) - 1;
 const HIGH_WATER: usize = 64 * 1024;
 const ORIGIN_BUF: usize = 16 * 1024;
-const MAX_RESPONSE_HEADERS: usize = 96;
-
-fn token(kind: u64, index: usize, generation: u32) -> u64 {
-    (kind << KIND_SHIFT) | (((generation & GEN_MASK) as u64) << 32) | index as u64
-}
 
 struct Client {
     fd: RawFd,
@@ -70,13 +62,12 @@ struct Origin {
 
 pub(crate) struct Relay {
     mode: Mode,
-    /// The reserve descriptor for `EMFILE` (-1 if it could not be reopened).
-    spare: RawFd,
     cfg: ProxyConfig,
     queue: EventQueue,
-    listener: OwnedFd,
+    listener: Listener,
     stop: Arc<AtomicBool>,
-    signal_fd: Option<RawFd>,
+    /// Watched when the proxy stops on SIGINT/SIGTERM.
+    signal: Option<StopPipe>,
     clients: Vec<Client>,
     free_clients: Vec<usize>,
     origins: Vec<Origin>,
@@ -94,14 +85,14 @@ enum Io {
 }
 
 impl Relay {
-    /// The relay's state, with the listener (and the signal eventfd, if any)
+    /// The relay's state, with the listener (and the stop pipe, if any)
     /// registered in a new queue of `kind`.
     pub(crate) fn new(
         cfg: &ProxyConfig,
         kind: BackendKind,
         listener: OwnedFd,
         stop: Arc<AtomicBool>,
-        signal_fd: Option<RawFd>,
+        signal: Option<StopPipe>,
     ) -> io::Result<Relay> {
         let caps = kind.capabilities();
         // Level where the backend has it; otherwise oneshot, re-armed after
@@ -125,21 +116,19 @@ impl Relay {
             }
         };
         let mut queue = EventQueue::with_backend(kind)?;
-        queue.declare_interest(
-            sys::raw(&listener),
-            Interest::READ,
-            Options::new(token(KIND_LISTENER, 0, 0)).mode(mode),
-        )?;
-        if let Some(fd) = signal_fd {
-            let opts = Options::new(token(KIND_LISTENER, 1, 0)).mode(mode);
-            queue.declare_interest(fd, Interest::READ, opts)?;
+        let fd = listener.as_raw_fd();
+        let opts = Options::new(Listener::token()).mode(mode);
+        let listener = Listener::watch(fd, Some(listener), opts, &mut queue)?;
+        if let Some(pipe) = &signal {
+            let opts = Options::new(token(Kind::Signal, 0, 0)).mode(mode);
+            queue.declare_interest(pipe.fd(), Interest::READ, opts)?;
         }
         Ok(Relay {
             cfg: cfg.clone(),
             queue,
             listener,
             stop,
-            signal_fd,
+            signal,
             clients: Vec::new(),
             free_clients: Vec::new(),
             origins: Vec::new(),
@@ -149,7 +138,6 @@ impl Relay {
             now: Instant::now(),
             report: ProxyReport::default(),
             mode,
-            spare: sys::open_spare().unwrap_or(-1),
         })
     }
 
@@ -168,24 +156,34 @@ impl Relay {
                 if ev.is_notify() {
                     continue;
                 }
-                let t = ev.token();
-                let index = (t as u32) as usize;
-                let generation = (t >> 32) as u32 & GEN_MASK;
-                match t >> KIND_SHIFT {
-                    KIND_CLIENT if self.client_live(index, generation) => self.drive_client(index),
-                    KIND_ORIGIN if self.origin_live(index, generation) => self.drive_origin(index),
-                    KIND_TIMER if self.client_live(index, generation) => self.on_timer(index),
-                    KIND_CLIENT | KIND_ORIGIN | KIND_TIMER => {}
-                    _ if index == 0 => self.on_accept(),
-                    _ => {}
+                let Some((kind, index, generation)) = decode(ev.token()) else {
+                    continue;
+                };
+                match kind {
+                    Kind::Client if self.client_live(index, generation) => self.drive_client(index),
+                    Kind::Origin if self.origin_live(index, generation) => self.drive_origin(index),
+                    Kind::Timer if self.client_live(index, generation) => self.on_timer(index),
+                    Kind::Listener if ev.is_timer() => {
+                        if self.listener.resume(&mut self.queue) {
+                            self.on_accept();
+                        }
+                    }
+                    Kind::Listener => self.on_accept(),
+                    // Stale events; the stop flag says what a signal meant.
+                    Kind::Client | Kind::Origin | Kind::Timer | Kind::Signal => {}
                 }
             }
+            // Connections closed this round freed the descriptors a pause waited for.
+            if self.listener.end_round(&mut self.queue) {
+                self.on_accept();
+            }
             if self.stop.load(Ordering::Relaxed)
-                || (self.signal_fd.is_some() && sys::shutdown_requested())
+                || (self.signal.is_some() && evq_os::stop_requested())
             {
                 break;
             }
         }
+        self.listener.close(&mut self.queue);
         for i in 0..self.clients.len() {
             if self.clients[i].fd >= 0 {
                 self.close_client(i);
@@ -212,90 +210,63 @@ impl Relay {
     }
 
     fn on_accept(&mut self) {
-        self.accept_batch();
-        if self.mode == Mode::Oneshot {
-            let opts = Options::new(token(KIND_LISTENER, 0, 0)).mode(self.mode);
-            // A listener that cannot be re-armed leaves the proxy serving only
-            // the connections it has; there is nothing better to do with it.
-            let _ = self
-                .queue
-                .declare_interest(sys::raw(&self.listener), Interest::READ, opts);
+        self.listener.begin();
+        loop {
+            match self.listener.next(&mut self.queue) {
+                Next::Conn(fd) => self.admit(fd),
+                Next::Refused => {}
+                Next::End => return,
+            }
         }
     }
 
-    fn accept_batch(&mut self) {
-        for _ in 0..64 {
-            let fd = match sys::accept(sys::raw(&self.listener)) {
-                Ok(fd) => fd,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ECONNABORTED) | Some(libc::EINTR)
-                    ) =>
-                {
-                    continue
-                }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
-                    // Out of descriptors: the reserve-descriptor trick, as in the
-                    // server, so a level-triggered listener does not spin.
-                    if self.spare >= 0 {
-                        sys::close(self.spare);
-                        if let Ok(fd) = sys::accept(sys::raw(&self.listener)) {
-                            sys::close(fd);
-                        }
-                        self.spare = sys::open_spare().unwrap_or(-1);
-                    }
-                    return;
-                }
-                Err(_) => return,
-            };
-            self.report.accepts += 1;
-            let _ = sys::set_nodelay(fd);
-            let i = match self.free_clients.pop() {
-                Some(i) => i,
-                None => {
-                    self.clients.push(Client {
-                        fd: -1,
-                        generation: 0,
-                        registered: Interest::empty(),
-                        inbuf: Vec::new(),
-                        in_len: 0,
-                        out: Vec::new(),
-                        out_pos: 0,
-                        origin: None,
-                        exchange: false,
-                        req_body: Framing::Done,
-                        resp_head: false,
-                        resp_body: Framing::Done,
-                        forwarded: false,
-                        origin_reusable: false,
-                        head_only: false,
-                        keep_alive: true,
-                        close_after: false,
-                        eof: false,
-                        sent_head: Vec::new(),
-                        retried: false,
-                        deadline: self.now,
-                        timer: None,
-                    });
-                    self.clients.len() - 1
-                }
-            };
-            let c = &mut self.clients[i];
-            c.fd = fd;
-            c.registered = Interest::empty();
-            c.in_len = 0;
-            c.out.clear();
-            c.out_pos = 0;
-            c.origin = None;
-            c.exchange = false;
-            c.close_after = false;
-            c.eof = false;
-            let d = later(self.now, self.cfg.idle_timeout);
-            self.set_deadline(i, d);
-            self.drive_client(i);
-        }
+    /// A new client connection: a slot, an idle deadline, and a first read.
+    fn admit(&mut self, fd: RawFd) {
+        self.report.accepts += 1;
+        let _ = evq_os::socket::set_nodelay(fd);
+        let i = match self.free_clients.pop() {
+            Some(i) => i,
+            None => {
+                self.clients.push(Client {
+                    fd: -1,
+                    generation: 0,
+                    registered: Interest::empty(),
+                    inbuf: Vec::new(),
+                    in_len: 0,
+                    out: Vec::new(),
+                    out_pos: 0,
+                    origin: None,
+                    exchange: false,
+                    req_body: Framing::Done,
+                    resp_head: false,
+                    resp_body: Framing::Done,
+                    forwarded: false,
+                    origin_reusable: false,
+                    head_only: false,
+                    keep_alive: true,
+                    close_after: false,
+                    eof: false,
+                    sent_head: Vec::new(),
+                    retried: false,
+                    deadline: self.now,
+                    timer: None,
+                });
+                self.clients.len() - 1
+            }
+        };
+        let c = &mut self.clients[i];
+        c.fd = fd;
+        c.registered = Interest::empty();
+        c.in_len = 0;
+        c.out.clear();
+        c.out_pos = 0;
+        c.origin = None;
+        c.exchange = false;
+        c.close_after = false;
+        c.eof = false;
+        let d = later(self.now, self.cfg.idle_timeout);
+        self.set_deadline(i, d);
+        self.drive_client(i);
     }
 
     fn set_deadline(&mut self, i: usize, deadline: Instant) {
@@ -309,7 +280,7 @@ impl Relay {
                 }
                 let id = self
                     .queue
-                    .add_timer(deadline, token(KIND_TIMER, i, c.generation));
+                    .add_timer(deadline, token(Kind::Timer, i, c.generation));
                 c.timer = Some((id, deadline));
             }
         }
@@ -343,7 +314,7 @@ impl Relay {
         }
         let fd = c.fd;
         c.fd = -1;
-        c.generation = c.generation.wrapping_add(1) & GEN_MASK;
+        c.generation = next_generation(c.generation);
         c.exchange = false;
         c.in_len = 0;
         c.out.clear();
@@ -353,6 +324,7 @@ impl Relay {
         }
         let _ = self.queue.close(fd);
         self.free_clients.push(i);
+        self.listener.descriptor_freed();
     }
 
     fn close_origin(&mut self, o: usize) {
@@ -362,7 +334,7 @@ impl Relay {
         }
         let fd = or.fd;
         or.fd = -1;
-        or.generation = or.generation.wrapping_add(1) & GEN_MASK;
+        or.generation = next_generation(or.generation);
         or.client = None;
         or.out.clear();
         or.out_pos = 0;
@@ -370,6 +342,7 @@ impl Relay {
         let _ = self.queue.close(fd);
         self.pool.retain(|&p| p != o);
         self.free_origins.push(o);
+        self.listener.descriptor_freed();
     }
 
     /// Ends the exchange with an error status (or just a close when part of the
@@ -388,7 +361,7 @@ impl Relay {
     }
 
     fn connect_origin(&mut self) -> io::Result<usize> {
-        let fd = sys::connect_nonblocking(self.cfg.origin)?;
+        let fd = evq_os::connect(self.cfg.origin, evq_os::LocalBind::Kernel, true)?.into_raw_fd();
         self.report.origin_connects += 1;
         let o = match self.free_origins.pop() {
             Some(o) => o,
@@ -451,28 +424,18 @@ impl Relay {
             }
         };
         self.report.requests += 1;
-        let bh = match body_headers(req.headers) {
-            Ok(bh) if !bh.has_transfer_encoding || bh.chunked => bh,
-            _ => {
-                self.report.bad_requests += 1;
-                self.fail_exchange(i, 400);
-                return true;
-            }
+        // Strictly, as an intermediary must: the origin behind may frame a
+        // lenient reading differently (request smuggling).
+        let framed = BodyHeaders::read(req.headers, Strictness::Strict)
+            .and_then(|bh| Ok((bh, bh.request_framing(Strictness::Strict)?)));
+        let Ok((bh, req_body)) = framed else {
+            self.report.bad_requests += 1;
+            self.fail_exchange(i, 400);
+            return true;
         };
-        c.keep_alive = if req.version == Some(1) {
-            !bh.close
-        } else {
-            bh.keep_alive
-        };
+        c.keep_alive = bh.persistent(req.version == Some(1));
         c.head_only = req.method == Some("HEAD");
-        c.req_body = if bh.chunked {
-            Framing::chunked()
-        } else {
-            match bh.length {
-                Some(n) if n > 0 => Framing::Length(n),
-                _ => Framing::Done,
-            }
-        };
+        c.req_body = req_body;
         c.sent_head.clear();
         c.sent_head.extend_from_slice(&c.inbuf[..head_len]);
         c.inbuf.copy_within(head_len..c.in_len, 0);
@@ -521,7 +484,8 @@ impl Relay {
             return;
         }
         match c.req_body.advance(&c.inbuf[..c.in_len]) {
-            Ok(n) => {
+            Ok(step) => {
+                let n = step.used;
                 or.out.extend_from_slice(&c.inbuf[..n]);
                 c.inbuf.copy_within(n..c.in_len, 0);
                 c.in_len -= n;
@@ -565,29 +529,17 @@ impl Relay {
                 }
                 continue;
             }
-            let c = &mut self.clients[i];
-            // During an exchange the client stays readable (its next, pipelined
-            // request is buffered, and a vanished client is noticed at once) unless
-            // a request body is waiting for the origin to drain: keeping the
-            // interest steady saves two epoll_ctl calls per request.
-            let reading = !c.eof
-                && if c.exchange {
-                    c.req_body.is_done()
-                        || c.origin
-                            .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
-                } else {
-                    !c.close_after
-                };
-            if !reading {
+            if !self.client_reading(i) {
                 break;
             }
+            let c = &mut self.clients[i];
             if c.inbuf.len() != self.cfg.limits.max_head {
                 c.inbuf = vec![0; self.cfg.limits.max_head];
             }
             if c.in_len >= c.inbuf.len() {
                 break;
             }
-            match sys::read(c.fd, &mut c.inbuf[c.in_len..]) {
+            match evq_os::io::recv(c.fd, &mut c.inbuf[c.in_len..]) {
                 Ok(0) if c.exchange => {
                     // Half-closed after its request: still owed the response.
                     c.eof = true;
@@ -619,6 +571,23 @@ impl Relay {
         self.update_client_interest(i);
     }
 
+    /// Whether the client's next bytes are wanted. During an exchange the client
+    /// stays readable (its next, pipelined request is buffered, and a vanished
+    /// client is noticed at once) unless a request body is waiting for the
+    /// origin to drain: keeping the interest steady saves two epoll_ctl calls
+    /// per request.
+    fn client_reading(&self, i: usize) -> bool {
+        let c = &self.clients[i];
+        !c.eof
+            && if c.exchange {
+                c.req_body.is_done()
+                    || c.origin
+                        .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
+            } else {
+                !c.close_after
+            }
+    }
+
     fn update_client_interest(&mut self, i: usize) {
         let c = &self.clients[i];
         if c.fd < 0 {
@@ -628,32 +597,13 @@ impl Relay {
         if c.out_pos < c.out.len() {
             want |= Interest::WRITE;
         }
-        // During an exchange the client stays readable (its next, pipelined
-        // request is buffered, and a vanished client is noticed at once) unless
-        // a request body is waiting for the origin to drain: keeping the
-        // interest steady saves two epoll_ctl calls per request.
-        let reading = !c.eof
-            && if c.exchange {
-                c.req_body.is_done()
-                    || c.origin
-                        .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
-            } else {
-                !c.close_after
-            };
-        if reading && c.in_len < self.cfg.limits.max_head {
+        if self.client_reading(i) && c.in_len < self.cfg.limits.max_head {
             want |= Interest::READ;
         }
-        if want != c.registered || self.mode == Mode::Oneshot {
-            let tok = token(KIND_CLIENT, i, c.generation);
-            let fd = c.fd;
-            self.clients[i].registered = want;
-            if self
-                .queue
-                .declare_interest(fd, want, Options::new(tok).mode(self.mode))
-                .is_err()
-            {
-                self.close_client(i);
-            }
+        let (fd, tok) = (c.fd, token(Kind::Client, i, c.generation));
+        let registered = &mut self.clients[i].registered;
+        if declare(&mut self.queue, self.mode, fd, registered, want, tok).is_err() {
+            self.close_client(i);
         }
     }
 
@@ -666,28 +616,21 @@ impl Relay {
         if or.connecting || or.out_pos < or.out.len() {
             want |= Interest::WRITE;
         }
-        match or.client {
-            None => want |= Interest::READ,
+        let reading = match or.client {
+            None => true,
             Some(c) => {
-                if !or.connecting
+                !or.connecting
                     && self.clients[c].out.len() < HIGH_WATER
                     && or.in_len < or.inbuf.len()
-                {
-                    want |= Interest::READ;
-                }
             }
+        };
+        if reading {
+            want |= Interest::READ;
         }
-        if want != or.registered || self.mode == Mode::Oneshot {
-            let tok = token(KIND_ORIGIN, o, or.generation);
-            let fd = or.fd;
-            self.origins[o].registered = want;
-            if self
-                .queue
-                .declare_interest(fd, want, Options::new(tok).mode(self.mode))
-                .is_err()
-            {
-                self.origin_gone(o, true);
-            }
+        let (fd, tok) = (or.fd, token(Kind::Origin, o, or.generation));
+        let registered = &mut self.origins[o].registered;
+        if declare(&mut self.queue, self.mode, fd, registered, want, tok).is_err() {
+            self.origin_gone(o, true);
         }
     }
 
@@ -698,10 +641,10 @@ impl Relay {
         };
         if self.origins[o].connecting {
             let fd = self.origins[o].fd;
-            if sys::socket_error(fd).is_err() {
+            if evq_os::socket::take_error(fd).is_some() {
                 return self.origin_gone(o, false);
             }
-            if !sys::is_connected(fd) {
+            if !evq_os::socket::is_connected(fd) {
                 // Still connecting: writability will say when it is done.
                 self.update_origin_interest(o);
                 return;
@@ -730,7 +673,7 @@ impl Relay {
             if self.clients[i].out.len() >= HIGH_WATER || or.in_len >= or.inbuf.len() {
                 break;
             }
-            match sys::read(or.fd, &mut or.inbuf[or.in_len..]) {
+            match evq_os::io::recv(or.fd, &mut or.inbuf[or.in_len..]) {
                 Ok(0) => return self.origin_gone(o, true),
                 Ok(n) => {
                     or.connecting = false;
@@ -810,11 +753,10 @@ impl Relay {
                 return true;
             }
             if !c.resp_head {
-                let mut headers = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
-                let mut resp = httparse::Response::new(&mut headers);
-                let head_len = match resp.parse(&or.inbuf[..or.in_len]) {
-                    Ok(httparse::Status::Complete(n)) => n,
-                    Ok(httparse::Status::Partial) if or.in_len < or.inbuf.len() => return true,
+                let buf = &or.inbuf[..or.in_len];
+                let head = match parse_response_head(buf, c.head_only, Strictness::Strict) {
+                    Ok(Some(h)) if (100..600).contains(&h.status) && h.status != 101 => h,
+                    Ok(None) if or.in_len < or.inbuf.len() => return true,
                     _ => {
                         self.report.bad_gateway += 1;
                         self.fail_exchange(i, 502);
@@ -822,46 +764,25 @@ impl Relay {
                         return false;
                     }
                 };
-                let code = resp.code.unwrap_or(0);
-                let http11 = resp.version == Some(1);
-                let bh = match body_headers(resp.headers) {
-                    Ok(bh) if (100..600).contains(&code) && code != 101 => bh,
-                    _ => {
-                        self.report.bad_gateway += 1;
-                        self.fail_exchange(i, 502);
-                        self.drive_client(i);
-                        return false;
-                    }
-                };
-                c.out.extend_from_slice(&or.inbuf[..head_len]);
-                or.inbuf.copy_within(head_len..or.in_len, 0);
-                or.in_len -= head_len;
-                if code < 200 {
+                c.out.extend_from_slice(&or.inbuf[..head.len]);
+                or.inbuf.copy_within(head.len..or.in_len, 0);
+                or.in_len -= head.len;
+                if head.status < 200 {
                     // Interim response (100 Continue): relay it, wait for the final one.
                     continue;
                 }
                 c.forwarded = true;
                 c.resp_head = true;
-                c.resp_body = if c.head_only || code == 204 || code == 304 {
-                    Framing::Done
-                } else if bh.chunked {
-                    Framing::chunked()
-                } else if bh.has_transfer_encoding {
-                    Framing::UntilClose
-                } else {
-                    match bh.length {
-                        Some(0) => Framing::Done,
-                        Some(n) => Framing::Length(n),
-                        None => Framing::UntilClose,
-                    }
-                };
-                c.origin_reusable = http11 && !bh.close && c.resp_body != Framing::UntilClose;
+                c.resp_body = head.framing;
+                // HTTP/1.1, no `Connection: close`, and a body that ends before close.
+                c.origin_reusable = head.http11 && head.keep_alive;
                 if c.resp_body == Framing::UntilClose {
                     c.keep_alive = false;
                 }
             } else {
                 match c.resp_body.advance(&or.inbuf[..or.in_len]) {
-                    Ok(n) => {
+                    Ok(step) => {
+                        let n = step.used;
                         c.out.extend_from_slice(&or.inbuf[..n]);
                         or.inbuf.copy_within(n..or.in_len, 0);
                         or.in_len -= n;
@@ -909,18 +830,10 @@ impl Relay {
     }
 }
 
-impl Drop for Relay {
-    fn drop(&mut self) {
-        if self.spare >= 0 {
-            sys::close(self.spare);
-        }
-    }
-}
-
 /// Sends `out[*pos..]`; clears the buffer when all is sent.
 fn flush(fd: RawFd, out: &mut Vec<u8>, pos: &mut usize) -> Io {
     while *pos < out.len() {
-        match sys::send(fd, &out[*pos..]) {
+        match evq_os::io::send(fd, &out[*pos..]) {
             Ok(n) => *pos += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Io::Blocked,
@@ -930,4 +843,21 @@ fn flush(fd: RawFd, out: &mut Vec<u8>, pos: &mut usize) -> Io {
     out.clear();
     *pos = 0;
     Io::Progress
+}
+
+/// Declares `want` for a connection registered for `registered`, only when it
+/// changes (level) or always (a oneshot registration is re-armed every time).
+fn declare(
+    queue: &mut EventQueue,
+    mode: Mode,
+    fd: RawFd,
+    registered: &mut Interest,
+    want: Interest,
+    token: u64,
+) -> io::Result<()> {
+    if want != *registered || mode == Mode::Oneshot {
+        *registered = want;
+        queue.declare_interest(fd, want, Options::new(token).mode(mode))?;
+    }
+    Ok(())
 }

@@ -12,6 +12,7 @@ use crate::date::{format_http_date, parse_http_date, HTTP_DATE_LEN};
 use crate::files::FileCache;
 pub use crate::files::{content_type, resolve_path, FileRoot};
 use crate::sys;
+use evq_wire::{has_token, parse_content_length};
 use std::io::Write;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -189,20 +190,6 @@ fn error(consumed: usize, status: u16, out: &mut Vec<u8>, date: &[u8; HTTP_DATE_
     })
 }
 
-fn has_token(value: &[u8], token: &str) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
-}
-
-fn parse_len(v: &[u8]) -> Option<u64> {
-    let v = v.trim_ascii();
-    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(v.iter().fold(0u64, |a, &c| a * 10 + (c - b'0') as u64))
-}
-
 struct Head<'a> {
     status: u16,
     date: &'a [u8; HTTP_DATE_LEN],
@@ -316,7 +303,7 @@ pub fn handle_request(
             }
             has_host = true;
         } else if name.eq_ignore_ascii_case(b"content-length") {
-            match parse_len(h.value) {
+            match parse_content_length(h.value) {
                 Some(n) if body_len == 0 || body_len == n => body_len = n,
                 _ => return error(input.len(), 400, out, date),
             }
@@ -414,7 +401,7 @@ pub fn handle_request(
             );
             let body = if is_head || not_modified || info.size == 0 {
                 if file.owned {
-                    sys::close(fd);
+                    evq_os::io::close(fd);
                 }
                 Body::None
             } else if !file.owned {

@@ -5,14 +5,16 @@
 
 use crate::config::{AcceptMode, DeliveryMode, ServeConfig};
 use crate::date::DateCache;
+use crate::listener::Listener;
 use crate::request::{Content, FileRoot, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
-use crate::sys;
-use crate::worker::{token, Shared, Worker, KIND_LISTENER, KIND_SIGNAL};
+use crate::token::{token, Kind};
+use crate::worker::{Shared, Worker};
 use evq::{BackendKind, EventQueue, Interest, LoadLimiter, Mode, Notifier, Options};
+use evq_os::{ListenOptions, StopPipe};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -35,7 +37,7 @@ impl ServerHandle {
     /// Bind/listen errors, an unavailable backend, a backend without wake-one for
     /// `--accept exclusive` with several threads, an unreadable `--root`.
     pub fn start(cfg: &ServeConfig) -> io::Result<ServerHandle> {
-        sys::ignore_sigpipe();
+        evq_os::ignore_sigpipe();
         let kind = match cfg.backend {
             Some(k) => {
                 k.available()?;
@@ -66,12 +68,17 @@ impl ServerHandle {
         });
         // Bind the first socket to learn the port (the config may say 0), then the
         // others (reuseport) to the same address.
-        let first = sys::listen(cfg.listen, cfg.accept == AcceptMode::Reuseport, cfg.backlog)?;
-        let addr = sys::local_addr(sys::raw(&first))?;
+        let opts = ListenOptions {
+            reuseport: cfg.accept == AcceptMode::Reuseport,
+            backlog: cfg.backlog,
+            nonblocking: true,
+        };
+        let first = evq_os::listen(cfg.listen, opts)?;
+        let addr = evq_os::socket::local_addr(first.as_raw_fd())?;
         let mut listeners: Vec<OwnedFd> = vec![first];
         if cfg.accept == AcceptMode::Reuseport {
             for _ in 1..threads {
-                listeners.push(sys::listen(addr, true, cfg.backlog)?);
+                listeners.push(evq_os::listen(addr, opts)?);
             }
         }
         let shared = Arc::new(Shared {
@@ -122,44 +129,39 @@ impl ServerHandle {
             let fd = per_thread
                 .next()
                 .ok_or_else(|| io::Error::other("no listener"))?;
-            let raw = sys::raw(&fd);
+            let raw = fd.as_raw_fd();
             owned_listener = Some(fd);
             Some(raw)
         };
         for id in 0..threads {
-            let (listener, owns) = match shared_fd {
-                Some(fd) => (fd, false),
+            let (listener, owned) = match shared_fd {
+                Some(fd) => (fd, None),
                 None => match per_thread.next() {
-                    Some(fd) => (std::os::fd::IntoRawFd::into_raw_fd(fd), true),
+                    Some(fd) => (fd.as_raw_fd(), Some(fd)),
                     None => return Err(io::Error::other("missing reuseport listener")),
                 },
             };
             let mut queue = EventQueue::with_backend(kind)?;
-            let listener_opts = Options::new(token(KIND_LISTENER, 0, 0))
+            let listener_opts = Options::new(Listener::token())
                 .mode(listener_mode)
                 .wake_one(wake_one);
-            queue.declare_interest(listener, Interest::READ, listener_opts)?;
-            // Each worker watches its own shutdown pipe (see sys.rs).
-            let signal_fd = if cfg.handle_signals {
-                Some(sys::install_shutdown_signals()?)
+            let listener = Listener::watch(listener, owned, listener_opts, &mut queue)?;
+            // Each worker watches its own stop pipe (see evq_os::signals).
+            let signal = if cfg.handle_signals {
+                let pipe = StopPipe::new()?;
+                let opts = Options::new(token(Kind::Signal, 0, 0)).mode(listener_mode);
+                queue.declare_interest(pipe.fd(), Interest::READ, opts)?;
+                Some(pipe)
             } else {
                 None
             };
-            if let Some(fd) = signal_fd {
-                let opts = Options::new(token(KIND_SIGNAL, 0, 0)).mode(listener_mode);
-                queue.declare_interest(fd, Interest::READ, opts)?;
-            }
             workers.push(Worker {
                 id,
                 queue,
                 shared: shared.clone(),
                 listener,
-                owns_listener: owns,
-                listener_opts,
-                listening: true,
-                signal_fd,
+                signal,
                 conn_mode,
-                listener_mode,
                 conns: Vec::new(),
                 free: Vec::new(),
                 open: 0,
@@ -179,7 +181,6 @@ impl ServerHandle {
                 date: DateCache::new(),
                 limiter: cfg.shed.map(|s| LoadLimiter::new(s.gain, s.threshold)),
                 round_accepts: 0,
-                spare: sys::open_spare().unwrap_or(-1),
                 max_events: cfg.shed.map_or(cfg.max_events, |s| s.max_events).max(1),
                 header_timeout: cfg.header_timeout,
                 idle_timeout: cfg.idle_timeout,

@@ -1,6 +1,7 @@
-//! Server counters: one block per worker thread, written only by that thread
-//! (relaxed load + store, no locked instruction on the hot path), read by anyone
-//! for `--stats-path` and the exit report.
+//! Counters. The server's: one block per worker thread, written only by that
+//! thread (relaxed load + store, no locked instruction on the hot path), read by
+//! anyone for `--stats-path` and the exit report. The proxy's: one plain struct,
+//! owned by its one thread.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -227,6 +228,47 @@ impl std::fmt::Display for ServeReport {
             self.cpu_ns as f64 / 1e9,
             self.wait_cpu_ns as f64 / 1e9,
             100.0 * self.wait_cpu_share
+        )
+    }
+}
+
+/// The proxy's counters.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ProxyReport {
+    /// Client connections accepted.
+    pub accepts: u64,
+    /// Requests read from clients.
+    pub requests: u64,
+    /// Responses relayed from the origin completely.
+    pub relayed: u64,
+    /// 400/431 answers to malformed client requests.
+    pub bad_requests: u64,
+    /// 502 answers (origin refused, reset, or sent garbage).
+    pub bad_gateway: u64,
+    /// 504 answers (origin did not answer in time).
+    pub gateway_timeout: u64,
+    /// New connections to the origin.
+    pub origin_connects: u64,
+    /// Exchanges that reused a pooled origin connection.
+    pub origin_reuses: u64,
+    /// Requests resent on a fresh connection after a pooled one turned out closed.
+    pub retries: u64,
+}
+
+impl std::fmt::Display for ProxyReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries",
+            self.accepts,
+            self.requests,
+            self.relayed,
+            self.bad_requests,
+            self.bad_gateway,
+            self.gateway_timeout,
+            self.origin_connects,
+            self.origin_reuses,
+            self.retries
         )
     }
 }

@@ -8,35 +8,24 @@
 //! quiet again, so the steady state allocates nothing per request.
 
 use crate::date::DateCache;
+use crate::listener::{Listener, Next};
 use crate::request::{handle_request, write_simple_head, Body, Outcome, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::sys::{self, later};
+use crate::token::{decode, next_generation, token, Kind};
 use evq::{BackendKind, EventQueue, Events, Interest, LoadLimiter, Mode, Options, TimerId};
+use evq_os::StopPipe;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Token layout: the top two bits say what an event is about.
-pub(crate) const KIND_SHIFT: u32 = 62;
-pub(crate) const KIND_CONN: u64 = 0;
-pub(crate) const KIND_TIMER: u64 = 1;
-pub(crate) const KIND_LISTENER: u64 = 2;
-pub(crate) const KIND_SIGNAL: u64 = 3;
-pub(crate) const GEN_MASK: u32 = (1 << 30) - 1;
-
-pub(crate) fn token(kind: u64, index: u32, generation: u32) -> u64 {
-    (kind << KIND_SHIFT) | (((generation & GEN_MASK) as u64) << 32) | index as u64
-}
-
 /// Buffers kept in a worker's pool beyond which returned ones are freed.
 const POOL_KEEP: usize = 1024;
 /// Output buffered per connection before the server stops answering pipelined
 /// requests and waits for the client to read.
 const OUT_HIGH_WATER: usize = 64 * 1024;
-/// Accepts per listener event, so one busy listener cannot starve connections.
-const ACCEPTS_PER_EVENT: usize = 64;
 
 #[derive(Debug)]
 enum Sending {
@@ -85,17 +74,12 @@ pub(crate) struct Worker {
     pub(crate) id: usize,
     pub(crate) queue: EventQueue,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) listener: RawFd,
-    pub(crate) owns_listener: bool,
-    pub(crate) listener_opts: Options,
-    pub(crate) listening: bool,
-    pub(crate) signal_fd: Option<RawFd>,
+    pub(crate) listener: Listener,
+    /// Watched when the worker stops on SIGINT/SIGTERM.
+    pub(crate) signal: Option<StopPipe>,
     /// How connections are registered: `Event` (edge) where the backend has it,
     /// else `Level`, else `Oneshot` (re-armed after every event).
     pub(crate) conn_mode: Mode,
-    /// How the listener is registered: `Level` where possible (a batch of
-    /// accepts per event), else `Event`/`Oneshot` (accept until `EAGAIN`).
-    pub(crate) listener_mode: Mode,
     pub(crate) conns: Vec<Conn>,
     pub(crate) free: Vec<u32>,
     pub(crate) open: usize,
@@ -108,7 +92,6 @@ pub(crate) struct Worker {
     pub(crate) limiter: Option<LoadLimiter>,
     /// Connections let in (not shed) since the last `get_next_event`.
     pub(crate) round_accepts: usize,
-    pub(crate) spare: RawFd,
     pub(crate) max_events: usize,
     pub(crate) header_timeout: Duration,
     pub(crate) idle_timeout: Duration,
@@ -130,15 +113,15 @@ impl Worker {
         let mut events = Events::with_capacity(self.max_events);
         // CPU accounting: two thread-clock reads per wait, one before and one after
         // `get_next_event`; the difference is event-notification time.
-        let cpu_start = sys::thread_cpu_ns();
+        let cpu_start = evq_os::thread_cpu_ns();
         let result = loop {
             let timeout = self
                 .shutdown_deadline
                 .map(|d| d.saturating_duration_since(Instant::now()));
-            let before = sys::thread_cpu_ns();
+            let before = evq_os::thread_cpu_ns();
             self.shared.counters[self.id].set_cpu(before.saturating_sub(cpu_start));
             let got = self.queue.get_next_event(&mut events, timeout);
-            let after = sys::thread_cpu_ns();
+            let after = evq_os::thread_cpu_ns();
             self.shared.counters[self.id].waited(
                 after.saturating_sub(cpu_start),
                 after.saturating_sub(before),
@@ -153,16 +136,15 @@ impl Worker {
             self.round_accepts = 0;
             let mut listener_events = 0;
             for ev in events.iter() {
-                let t = ev.token();
                 if ev.is_notify() {
                     continue;
                 }
-                let index = t as u32;
-                let generation = (t >> 32) as u32 & GEN_MASK;
-                match t >> KIND_SHIFT {
-                    KIND_CONN => self.on_conn_event(index, generation),
-                    KIND_TIMER => self.on_timer(index, generation),
-                    KIND_LISTENER => {
+                match decode(ev.token()) {
+                    Some((Kind::Client, index, generation)) => {
+                        self.on_conn_event(index, generation)
+                    }
+                    Some((Kind::Timer, index, generation)) => self.on_timer(index, generation),
+                    Some((Kind::Listener, ..)) => {
                         listener_events += 1;
                         if ev.is_timer() {
                             self.resume_accepting();
@@ -170,8 +152,13 @@ impl Worker {
                             self.on_accept();
                         }
                     }
+                    // The stop flag, looked at below, says what a signal meant.
                     _ => {}
                 }
+            }
+            // Connections closed this round freed the descriptors a pause waited for.
+            if self.listener.end_round(&mut self.queue) {
+                self.on_accept();
             }
             // The limiter's load is seed 001's "events per call", where every new
             // connection was its own signal: one listener event here can stand
@@ -183,7 +170,7 @@ impl Worker {
                 l.observe(n - listener_events + self.round_accepts);
             }
             let stop = self.shared.stop.load(Ordering::Relaxed)
-                || (self.signal_fd.is_some() && sys::shutdown_requested());
+                || (self.signal.is_some() && evq_os::stop_requested());
             if stop && self.shutdown_deadline.is_none() {
                 self.begin_shutdown();
             }
@@ -195,18 +182,18 @@ impl Worker {
             self.shared.counters[self.id].set_open(self.open);
         };
         self.teardown();
-        self.shared.counters[self.id].set_cpu(sys::thread_cpu_ns().saturating_sub(cpu_start));
+        self.shared.counters[self.id].set_cpu(evq_os::thread_cpu_ns().saturating_sub(cpu_start));
         result
     }
 
     fn begin_shutdown(&mut self) {
         self.shutdown_deadline = Some(later(Instant::now(), self.grace));
         self.site.closing = true;
-        self.stop_listening();
-        if let Some(fd) = self.signal_fd.take() {
+        self.listener.close(&mut self.queue);
+        if let Some(pipe) = self.signal.take() {
             let _ = self
                 .queue
-                .declare_interest(fd, Interest::empty(), Options::new(0));
+                .declare_interest(pipe.fd(), Interest::empty(), Options::new(0));
         }
         // Idle connections have nothing in flight: close them now. The rest finish
         // their current request and close (every response now says close).
@@ -218,134 +205,56 @@ impl Worker {
         }
     }
 
-    fn stop_listening(&mut self) {
-        if self.listening {
-            self.listening = false;
-            if self.owns_listener {
-                let _ = self.queue.close(self.listener);
-                self.owns_listener = false;
-            } else {
-                let _ =
-                    self.queue
-                        .declare_interest(self.listener, Interest::empty(), Options::new(0));
-            }
-        }
-    }
-
     fn teardown(&mut self) {
         for i in 0..self.conns.len() {
             if self.conns[i].fd >= 0 {
                 self.close_conn(i);
             }
         }
-        self.stop_listening();
-        if self.spare >= 0 {
-            sys::close(self.spare);
-            self.spare = -1;
-        }
+        self.listener.close(&mut self.queue);
         self.shared.counters[self.id].set_open(0);
     }
 
-    /// Stops watching the listener for a moment (descriptors exhausted and no
-    /// spare to shed with): a level-triggered listener would otherwise spin.
-    fn pause_accepting(&mut self) {
-        if self.listening {
-            let _ = self
-                .queue
-                .declare_interest(self.listener, Interest::empty(), Options::new(0));
-            self.queue
-                .add_timer_after(Duration::from_millis(100), token(KIND_LISTENER, 0, 0));
-        }
-    }
-
     fn resume_accepting(&mut self) {
-        if self.listening {
-            if self.spare < 0 {
-                self.spare = sys::open_spare().unwrap_or(-1);
-            }
-            if self
-                .queue
-                .declare_interest(self.listener, Interest::READ, self.listener_opts)
-                .is_err()
-            {
-                self.pause_accepting();
-            }
+        if self.listener.resume(&mut self.queue) {
+            self.on_accept();
         }
     }
 
     fn on_accept(&mut self) {
-        if !self.listening {
-            return;
-        }
-        self.accept_batch();
-        if self.listener_mode == Mode::Oneshot
-            && self.listening
-            && self
-                .queue
-                .declare_interest(self.listener, Interest::READ, self.listener_opts)
-                .is_err()
-        {
-            self.pause_accepting();
+        self.listener.begin();
+        loop {
+            match self.listener.next(&mut self.queue) {
+                Next::Conn(fd) => self.admit(fd),
+                Next::Refused => self.shared.counters[self.id].fd_exhausted(),
+                Next::End => return,
+            }
         }
     }
 
-    fn accept_batch(&mut self) {
-        // A level-triggered listener comes back if more are waiting; the others
-        // must be drained to EAGAIN now or their connections wait forever.
-        let batch = if self.listener_mode == Mode::Level {
-            ACCEPTS_PER_EVENT
-        } else {
-            usize::MAX
-        };
-        for _ in 0..batch {
-            let fd = match sys::accept(self.listener) {
-                Ok(fd) => fd,
-                Err(e) => match e.raw_os_error() {
-                    Some(libc::EAGAIN) => return,
-                    Some(libc::EINTR) | Some(libc::ECONNABORTED) | Some(libc::EPROTO) => continue,
-                    Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS)
-                    | Some(libc::ENOMEM) => {
-                        self.shared.counters[self.id].fd_exhausted();
-                        // The reserve-descriptor trick: free the spare, take the
-                        // connection off the queue and close it, re-reserve.
-                        if self.spare >= 0 {
-                            sys::close(self.spare);
-                            self.spare = -1;
-                            if let Ok(fd) = sys::accept(self.listener) {
-                                sys::close(fd);
-                            }
-                            self.spare = sys::open_spare().unwrap_or(-1);
-                        }
-                        if self.spare < 0 {
-                            self.pause_accepting();
-                            return;
-                        }
-                        continue;
-                    }
-                    _ => return,
-                },
-            };
-            let counters = &self.shared.counters[self.id];
-            counters.accept();
-            if self.limiter.is_some_and(|l| l.overloaded()) {
-                let _ = sys::set_linger_reset(fd);
-                sys::close(fd);
-                counters.shed_reset();
-                continue;
-            }
-            if self.shared.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
-                self.shared.open.fetch_sub(1, Ordering::Relaxed);
-                sys::close(fd);
-                counters.rejected();
-                continue;
-            }
-            let _ = sys::set_nodelay(fd);
-            self.round_accepts += 1;
-            if let Some(i) = self.add_conn(fd) {
-                // phhttpd's habit: the request is often already here, so read now
-                // instead of going round the event loop first.
-                self.drive(i);
-            }
+    /// A new connection: reset under overload (seed 001), refused over the
+    /// connection limit, else added and served at once.
+    fn admit(&mut self, fd: RawFd) {
+        let counters = &self.shared.counters[self.id];
+        counters.accept();
+        if self.limiter.is_some_and(|l| l.overloaded()) {
+            let _ = evq_os::socket::set_reset_on_close(fd);
+            evq_os::io::close(fd);
+            counters.shed_reset();
+            return;
+        }
+        if self.shared.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
+            self.shared.open.fetch_sub(1, Ordering::Relaxed);
+            evq_os::io::close(fd);
+            counters.rejected();
+            return;
+        }
+        let _ = evq_os::socket::set_nodelay(fd);
+        self.round_accepts += 1;
+        if let Some(i) = self.add_conn(fd) {
+            // phhttpd's habit: the request is often already here, so read now
+            // instead of going round the event loop first.
+            self.drive(i);
         }
     }
 
@@ -381,7 +290,7 @@ impl Worker {
         c.interest = interest;
         c.in_request = false;
         c.close_after = false;
-        let tok = token(KIND_CONN, index as u32, c.generation);
+        let tok = token(Kind::Client, index, c.generation);
         if self
             .queue
             .declare_interest(fd, interest, Options::new(tok).mode(mode))
@@ -390,8 +299,9 @@ impl Worker {
             let c = &mut self.conns[index];
             c.fd = -1;
             self.free.push(index as u32);
-            sys::close(fd);
+            evq_os::io::close(fd);
             self.shared.open.fetch_sub(1, Ordering::Relaxed);
+            self.listener.descriptor_freed();
             return None;
         }
         self.open += 1;
@@ -407,11 +317,11 @@ impl Worker {
         }
         let fd = c.fd;
         c.fd = -1;
-        c.generation = c.generation.wrapping_add(1) & GEN_MASK;
+        c.generation = next_generation(c.generation);
         c.in_len = 0;
         c.out_pos = 0;
         if let Sending::File { fd, .. } = c.sending {
-            sys::close(fd);
+            evq_os::io::close(fd);
         }
         c.sending = Sending::None;
         let timer = c.timer.take();
@@ -426,6 +336,7 @@ impl Worker {
         self.free.push(i as u32);
         self.open -= 1;
         self.shared.open.fetch_sub(1, Ordering::Relaxed);
+        self.listener.descriptor_freed();
     }
 
     fn give_in(&mut self, buf: Vec<u8>) {
@@ -465,7 +376,7 @@ impl Worker {
         let at = self.epoch + Duration::from_millis(c.deadline as u64);
         let id = self
             .queue
-            .add_timer(at, token(KIND_TIMER, i as u32, c.generation));
+            .add_timer(at, token(Kind::Timer, i, c.generation));
         c.timer = Some((id, c.deadline));
     }
 
@@ -474,15 +385,14 @@ impl Worker {
         u32::try_from(t.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u32::MAX)
     }
 
-    fn live(&self, index: u32, generation: u32) -> Option<usize> {
-        let i = index as usize;
+    fn live(&self, i: usize, generation: u32) -> Option<usize> {
         match self.conns.get(i) {
             Some(c) if c.fd >= 0 && c.generation == generation => Some(i),
             _ => None,
         }
     }
 
-    fn on_timer(&mut self, index: u32, generation: u32) {
+    fn on_timer(&mut self, index: usize, generation: u32) {
         let Some(i) = self.live(index, generation) else {
             return;
         };
@@ -495,7 +405,7 @@ impl Worker {
         }
     }
 
-    fn on_conn_event(&mut self, index: u32, generation: u32) {
+    fn on_conn_event(&mut self, index: usize, generation: u32) {
         if let Some(i) = self.live(index, generation) {
             self.drive(i);
         }
@@ -561,7 +471,7 @@ impl Worker {
         if rearm {
             let c = &mut self.conns[i];
             c.interest = want;
-            let tok = token(KIND_CONN, i as u32, c.generation);
+            let tok = token(Kind::Client, i, c.generation);
             if self
                 .queue
                 .declare_interest(c.fd, want, Options::new(tok).mode(self.conn_mode))
@@ -586,7 +496,7 @@ impl Worker {
             return Err(());
         }
         loop {
-            match sys::read(c.fd, &mut c.inbuf[c.in_len..]) {
+            match evq_os::io::recv(c.fd, &mut c.inbuf[c.in_len..]) {
                 Ok(0) => return Err(()),
                 Ok(n) => {
                     let started = c.in_len == 0;
@@ -679,7 +589,7 @@ impl Worker {
         let c = &mut self.conns[i];
         let more = !matches!(c.sending, Sending::None);
         while c.out_pos < c.out.len() {
-            match sys::send_more(c.fd, &c.out[c.out_pos..], more) {
+            match evq_os::io::send_more(c.fd, &c.out[c.out_pos..], more) {
                 Ok(n) => {
                     c.out_pos += n;
                     counters.sent(n);
@@ -703,7 +613,7 @@ impl Worker {
                         c.sending = Sending::None;
                         break;
                     }
-                    match sys::send(c.fd, &body[*offset..]) {
+                    match evq_os::io::send(c.fd, &body[*offset..]) {
                         Ok(n) => {
                             *offset += n;
                             counters.sent(n);
@@ -715,7 +625,7 @@ impl Worker {
                 }
                 Sending::File { fd, offset, left } => {
                     if *left == 0 {
-                        sys::close(*fd);
+                        evq_os::io::close(*fd);
                         c.sending = Sending::None;
                         break;
                     }

@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use evq_http::framing::{body_headers, Framing};
 use evq_http::{ProxyConfig, ProxyHandle};
+use evq_wire::{BodyHeaders, Strictness};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
@@ -32,12 +32,8 @@ fn serve_origin_conn(mut s: TcpStream) {
             let mut headers = [httparse::EMPTY_HEADER; 32];
             let mut req = httparse::Request::new(&mut headers);
             if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
-                let bh = body_headers(req.headers).unwrap();
-                let f = if bh.chunked {
-                    Framing::chunked()
-                } else {
-                    Framing::Length(bh.length.unwrap_or(0))
-                };
+                let bh = BodyHeaders::read(req.headers, Strictness::Strict).unwrap();
+                let f = bh.request_framing(Strictness::Strict).unwrap();
                 break (req.path.unwrap().to_string(), n, f);
             }
             match s.read(&mut tmp) {
@@ -48,10 +44,10 @@ fn serve_origin_conn(mut s: TcpStream) {
         buf.drain(..head_len);
         let mut body_bytes = 0;
         loop {
-            if framing == Framing::Length(0) {
+            if framing.is_done() {
                 break;
             }
-            let n = framing.advance(&buf).unwrap();
+            let n = framing.advance(&buf).unwrap().used;
             body_bytes += n;
             buf.drain(..n);
             if framing.is_done() {

@@ -29,10 +29,51 @@ pub struct LabOptions {
     pub evq_bin: Option<PathBuf>,
     /// The command line, for the report.
     pub command_line: String,
+    /// Install missing peer packages before measuring (root and apt-get
+    /// permitting), so that every comparison row is measured.
+    pub install_peers: bool,
 }
 
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// Installs the peer packages that are missing, if allowed and possible, saying
+/// what and why; otherwise says which report rows will be missing and the command
+/// that fills them (the report repeats it on its first screen).
+fn prepare_peers(allowed: bool) {
+    use crate::peer_packages::{self as pp, Plan};
+    let list = pp::for_the_lab();
+    match pp::plan(&list, pp::dpkg_installed, pp::Machine::here(), allowed) {
+        Plan::AllPresent => {}
+        Plan::Install(missing) => {
+            eprintln!(
+                "evq lab: installing {} missing peer package(s) so that every comparison row is measured (--no-install-peers skips this):",
+                missing.len()
+            );
+            for p in &missing {
+                eprintln!("  {:<18} {}", p.package, p.used_by);
+            }
+            match pp::install(&missing) {
+                Ok(()) => eprintln!("evq lab: peers installed"),
+                Err(e) => eprintln!(
+                    "evq lab: could not install them ({e}); their rows will be missing. To fill them: {}",
+                    pp::install_command(&missing)
+                ),
+            }
+        }
+        Plan::Missing {
+            packages,
+            why,
+            command,
+        } => {
+            let names: Vec<&str> = packages.iter().map(|p| p.package).collect();
+            eprintln!(
+                "evq lab: peer packages missing ({}): {why}, so their rows will not be measured. To fill them: {command}",
+                names.join(", ")
+            );
+        }
+    }
 }
 
 /// The scenarios `only` names (all when empty), in report order.
@@ -67,6 +108,7 @@ pub fn run(opts: &LabOptions) -> io::Result<LabResults> {
     let chosen = chosen(&opts.only)?;
     let tools = Tools::resolve(opts.evq_bin.as_deref())?;
     std::fs::create_dir_all(&opts.out)?;
+    prepare_peers(opts.install_peers);
     let mut raw = RawRun {
         format: RAW_FORMAT,
         machine: machine::machine(),

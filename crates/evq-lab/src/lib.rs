@@ -13,6 +13,7 @@ pub mod experiments;
 mod html;
 pub mod lab;
 pub mod machine;
+pub mod peer_packages;
 pub mod pipebench;
 pub mod placement;
 pub mod plot;

@@ -69,11 +69,14 @@ pub fn command_line(program: &str, args: &[&str]) -> Option<String> {
         .filter(|l| !l.is_empty())
 }
 
-/// A peer implementation (library or server) and whether this machine has it.
+/// A peer implementation (library, server, tool) and whether this machine has it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PeerInfo {
     /// Name as people know it.
     pub name: String,
+    /// Its Debian package.
+    #[serde(default)]
+    pub package: String,
     /// Version string, if installed.
     pub version: Option<String>,
     /// How to install it when missing.
@@ -90,25 +93,16 @@ fn dpkg_version(package: &str) -> Option<String> {
         .map(|v| v.to_string())
 }
 
-/// The peers the lab compares against, with versions where installed.
+/// The peers the lab compares against (`scripts/peer-packages.txt`), with
+/// versions where installed.
 pub fn peers() -> Vec<PeerInfo> {
-    let script = "scripts/install-peers.sh";
-    let pkgs = [
-        ("nginx", "nginx-light"),
-        ("h2o", "h2o"),
-        ("lighttpd", "lighttpd"),
-        ("httperf", "httperf"),
-        ("wrk", "wrk"),
-        ("libev", "libev-dev"),
-        ("libevent", "libevent-dev"),
-        ("libuv", "libuv1-dev"),
-        ("liburing", "liburing-dev"),
-    ];
-    pkgs.iter()
-        .map(|(name, pkg)| PeerInfo {
-            name: name.to_string(),
-            version: dpkg_version(pkg),
-            install: format!("{script} (apt-get install {pkg})"),
+    crate::peer_packages::for_the_lab()
+        .into_iter()
+        .map(|p| PeerInfo {
+            name: p.shown_as.unwrap_or(p.package).to_string(),
+            package: p.package.to_string(),
+            version: dpkg_version(p.package),
+            install: crate::peer_packages::install_command(&[p]),
         })
         .collect()
 }

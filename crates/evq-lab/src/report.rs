@@ -77,11 +77,27 @@ fn verdict_table(results: &LabResults) -> String {
         crate::RunSize::Quick => "quick run: smaller sweeps",
         crate::RunSize::Full => "full run",
     };
+    let missing: Vec<&crate::machine::PeerInfo> = results
+        .peers
+        .iter()
+        .filter(|p| p.version.is_none())
+        .collect();
+    let missing_line = if missing.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = missing.iter().map(|p| p.name.as_str()).collect();
+        let packages: Vec<&str> = missing.iter().map(|p| p.package.as_str()).collect();
+        format!(
+            "<p class=\"run\"><strong>Not installed here:</strong> {} — the rows that compare against them are not measured. To fill them: <code>sudo apt-get install -y --no-install-recommends {}</code>, then run the lab again.</p>",
+            escape(&names.join(", ")),
+            escape(&packages.join(" "))
+        )
+    };
     let mut h = format!(
         "<p class=\"tally\"><strong>{} of {} claims hold here</strong> {} · {} differ {} · {} not measured {}</p>\
 <p class=\"run\">The source papers' experiments re-run on {} ({} × {}, load average {} at the start; {size}). \
 Each speed figure is a ratio against a baseline measured in the same run. Each experiment's section below \
-has its plots, the rule that decided each verdict, and the commands that reproduce it.</p>\
+has its plots, the rule that decided each verdict, and the commands that reproduce it.</p>{missing_line}\
 <table id=\"verdicts\"><tr><th>seed</th><th>claim</th><th>measured here</th><th>verdict</th></tr>",
         count(Verdict::Holds),
         checks().count(),

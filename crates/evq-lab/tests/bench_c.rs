@@ -24,7 +24,7 @@ fn every_contender_completes_the_chain() {
                 assert_eq!(times.len(), reps, "{name}");
                 built += 1;
             }
-            Err(why) => eprintln!("note: {name} skipped: {why}"),
+            Err(why) => evq_testkit::skip(name, why),
         }
     }
     eprintln!("{built} peer libraries ran");

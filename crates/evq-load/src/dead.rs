@@ -8,16 +8,16 @@
 //! server sends or closes, which is exactly what the experiment needs to be cheap.
 
 use crate::config::{resolve, DeadConfig, DeadStyle};
+use crate::slots::{generation_of, Slots};
 use crate::stats::{ErrorCounts, ErrorKind};
-use crate::sys::{self, LocalBind};
 use evq::{EventQueue, Events, Interest, Options};
+use evq_os::LocalBind;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{IntoRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-const GEN_MASK: u32 = 0x3fff_ffff;
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 
 /// What a dead-connection run did.
@@ -88,9 +88,7 @@ struct Holder {
     queue: EventQueue,
     addr: SocketAddr,
     local: LocalBind,
-    slots: Vec<Option<Conn>>,
-    gens: Vec<u32>,
-    free: Vec<u32>,
+    slots: Slots<Conn>,
     connecting: usize,
     held: usize,
     prefix: Vec<u8>,
@@ -100,12 +98,12 @@ struct Holder {
 
 impl Holder {
     fn token(&self, slot: u32) -> u64 {
-        (u64::from(self.gens[slot as usize]) << 32) | u64::from(slot)
+        (u64::from(self.slots.generation(slot)) << 32) | u64::from(slot)
     }
 
     fn launch(&mut self, now: Instant) {
         self.report.attempts += 1;
-        let fd = match sys::start_connect(&self.addr, self.local, false) {
+        let fd = match evq_os::connect(self.addr, self.local, false).map(IntoRawFd::into_raw_fd) {
             Ok(fd) => fd,
             Err(e) => {
                 self.report.errors.add(ErrorKind::from_io(&e));
@@ -113,30 +111,26 @@ impl Holder {
                 return;
             }
         };
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.slots.push(None);
-                self.gens.push(0);
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let slot = self.slots.vacant();
         let token = self.token(slot);
         if let Err(e) = self
             .queue
             .declare_interest(fd, Interest::WRITE, Options::new(token))
         {
-            sys::close_fd(fd);
-            self.free.push(slot);
+            evq_os::io::close(fd);
+            self.slots.release(slot);
             self.report.errors.add(ErrorKind::from_io(&e));
             self.retry_at = now + RETRY_AFTER_ERROR;
             return;
         }
-        self.slots[slot as usize] = Some(Conn {
-            fd,
-            state: State::Connecting,
-            sent: 0,
-        });
+        self.slots.put(
+            slot,
+            Conn {
+                fd,
+                state: State::Connecting,
+                sent: 0,
+            },
+        );
         self.connecting += 1;
     }
 
@@ -146,8 +140,7 @@ impl Holder {
             State::Connecting => self.connecting -= 1,
             State::Held => self.held -= 1,
         }
-        self.gens[slot as usize] = (self.gens[slot as usize] + 1) & GEN_MASK;
-        self.free.push(slot);
+        self.slots.release(slot);
     }
 
     /// Sends the next byte(s) of the slow request; false if the connection broke.
@@ -162,7 +155,7 @@ impl Holder {
         if bytes.is_empty() {
             return Ok(());
         }
-        match sys::send(c.fd, bytes) {
+        match evq_os::io::send(c.fd, bytes) {
             Ok(n) => {
                 c.sent += n;
                 self.report.bytes_sent += n as u64;
@@ -174,13 +167,14 @@ impl Holder {
         }
     }
 
-    fn on_event(&mut self, slot: u32, style: DeadStyle, now: Instant) {
-        let Some(mut c) = self.slots[slot as usize].take() else {
+    fn on_event(&mut self, token: u64, style: DeadStyle, now: Instant) {
+        let slot = token as u32;
+        let Some(mut c) = self.slots.take(slot, generation_of(token, 32)) else {
             return;
         };
         match c.state {
             State::Connecting => {
-                if let Some(e) = sys::take_socket_error(c.fd) {
+                if let Some(e) = evq_os::socket::take_error(c.fd) {
                     self.report.errors.add(ErrorKind::from_io(&e));
                     self.retry_at = now + RETRY_AFTER_ERROR;
                     self.release(slot, c);
@@ -214,7 +208,7 @@ impl Holder {
             State::Held => {
                 let mut buf = [0u8; 4096];
                 loop {
-                    match sys::recv(c.fd, &mut buf) {
+                    match evq_os::io::recv(c.fd, &mut buf) {
                         Ok(0) => {
                             self.report.closed_by_server += 1;
                             self.release(slot, c);
@@ -233,37 +227,37 @@ impl Holder {
                 }
             }
         }
-        self.slots[slot as usize] = Some(c);
+        self.slots.put(slot, c);
     }
 
     fn trickle_all(&mut self) {
-        for slot in 0..self.slots.len() {
-            let Some(mut c) = self.slots[slot].take() else {
+        for slot in 0..self.slots.count() {
+            let Some(mut c) = self.slots.take_any(slot) else {
                 continue;
             };
             if c.state == State::Held {
                 if let Err(k) = self.send_next(&mut c, false) {
                     self.report.errors.add(k);
                     self.report.closed_by_server += 1;
-                    self.release(slot as u32, c);
+                    self.release(slot, c);
                     continue;
                 }
             }
-            self.slots[slot] = Some(c);
+            self.slots.put(slot, c);
         }
     }
 }
 
 /// Holds `cfg.connections` connections open for `cfg.duration`, reopening any the
 /// server closes, and reports how many were held. Ends by itself at the duration, or
-/// early on [`crate::install_stop_signals`]'s signal. Raises `RLIMIT_NOFILE` first.
+/// early on [`evq_os::stop_on_signals`]'s signal. Raises `RLIMIT_NOFILE` first.
 ///
 /// # Errors
 /// An unresolvable server or a failure of the event queue itself; connection failures
 /// are counted, never fatal.
 pub fn run_dead(cfg: &DeadConfig) -> io::Result<DeadReport> {
     let addr = resolve(&cfg.server, cfg.port)?;
-    let _ = sys::raise_nofile_limit();
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let local = match cfg.source {
         Some(ip) => LocalBind::Address(SocketAddr::new(ip, 0)),
         None => LocalBind::Kernel,
@@ -280,9 +274,7 @@ pub fn run_dead(cfg: &DeadConfig) -> io::Result<DeadReport> {
         queue: EventQueue::new()?,
         addr,
         local,
-        slots: Vec::new(),
-        gens: Vec::new(),
-        free: Vec::new(),
+        slots: Slots::new(),
         connecting: 0,
         held: 0,
         prefix: match cfg.style {
@@ -320,7 +312,7 @@ pub fn run_dead(cfg: &DeadConfig) -> io::Result<DeadReport> {
     let mut events = Events::with_capacity(256);
     loop {
         let now = Instant::now();
-        if now >= end || sys::stop_requested() {
+        if now >= end || evq_os::stop_requested() {
             break;
         }
         while h.connecting < cfg.connect_batch
@@ -339,11 +331,7 @@ pub fn run_dead(cfg: &DeadConfig) -> io::Result<DeadReport> {
         h.queue.get_next_event(&mut events, Some(wait))?;
         let now = Instant::now();
         for ev in events.iter() {
-            let slot = (ev.token() & 0xffff_ffff) as u32;
-            let gen = ((ev.token() >> 32) as u32) & GEN_MASK;
-            if (slot as usize) < h.slots.len() && h.gens[slot as usize] == gen {
-                h.on_event(slot, cfg.style, now);
-            }
+            h.on_event(ev.token(), cfg.style, now);
         }
         h.report.held_max = h.report.held_max.max(h.held);
         if h.report.ramp_s.is_none() && h.held >= cfg.connections {
@@ -382,9 +370,9 @@ pub fn run_dead(cfg: &DeadConfig) -> io::Result<DeadReport> {
     let mut report = h.report.clone();
     report.held = h.held;
     report.duration_s = start.elapsed().as_secs_f64();
-    for slot in 0..h.slots.len() {
-        if let Some(c) = h.slots[slot].take() {
-            h.release(slot as u32, c);
+    for slot in 0..h.slots.count() {
+        if let Some(c) = h.slots.take_any(slot) {
+            h.release(slot, c);
         }
     }
     Ok(report)

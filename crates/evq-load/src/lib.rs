@@ -14,8 +14,10 @@
 //!   relays ([`Relay`]: per-direction delay, jitter, bandwidth), since this kernel has
 //!   no `tc netem`.
 //!
-//! The `evq` binary mounts [`LoadArgs`] and [`DeadArgs`] as `evq load` / `evq dead`
-//! and calls [`load_command`] / [`dead_command`].
+//! With feature `cli`, `LoadArgs`, `DeadArgs` and `WanArgs` are the clap flags and
+//! `load_command`, `dead_command` and `wan_command` the commands that the `evq`
+//! binary mounts as `evq load`, `evq dead` and `evq wan`. Without it, a library
+//! user's build carries no clap.
 //!
 //! ```no_run
 //! use evq_load::{run_load, LoadConfig};
@@ -28,94 +30,24 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "cli")]
+mod cli;
 mod config;
 mod dead;
-mod http;
 mod load;
 mod relay;
+mod request;
 mod schedule;
+mod slots;
 mod stats;
-mod sys;
 mod wan;
 
-pub use config::{DeadArgs, DeadConfig, DeadStyle, Distribution, LoadArgs, LoadConfig, LoopMode};
+#[cfg(feature = "cli")]
+pub use cli::{dead_command, load_command, wan_command, DeadArgs, LoadArgs, WanArgs};
+pub use config::{DeadConfig, DeadStyle, Distribution, LoadConfig, LoopMode};
 pub use dead::{run_dead, DeadReport};
-pub use http::{Fed, FramingError, HeadParser, Reply, ResponseReader};
+pub use evq_wire::{Fed, FramingError, HeadParser, Reply, ResponseReader};
 pub use load::run_load;
 pub use relay::{LinkSpec, Relay, RelayConfig, RelayReport, QUEUE_LIMIT};
 pub use stats::{ErrorCounts, ErrorKind, LoadReport, Percentiles, RateSamples, StatusClasses};
-pub use sys::install_stop_signals;
-pub use wan::{run_wan, Namespace, NetnsLab, WanArgs, WanReport};
-
-use std::io;
-
-fn print_json<T: serde::Serialize>(v: &T) -> io::Result<()> {
-    let s = serde_json::to_string_pretty(v).map_err(io::Error::other)?;
-    println!("{s}");
-    Ok(())
-}
-
-/// `evq wan`: runs [`run_wan`] (SIGINT/SIGTERM end it early and still clean up) and
-/// prints the report (`--json`) or a line per namespace.
-///
-/// # Errors
-/// [`run_wan`]'s errors.
-pub fn wan_command(args: &WanArgs) -> io::Result<()> {
-    install_stop_signals()?;
-    let report = run_wan(args)?;
-    if args.json {
-        return print_json(&report);
-    }
-    for (i, ns) in report.namespaces.iter().enumerate() {
-        let r = report.relays.get(i).cloned().unwrap_or_default();
-        let code = report.exit_codes.get(i).copied().flatten();
-        println!(
-            "{}: accepted {} upstream-failures {} bytes up {} down {} exit {}",
-            ns.name,
-            r.accepted,
-            r.upstream_failures,
-            r.bytes_to_server,
-            r.bytes_to_client,
-            code.map_or("-".to_string(), |c| c.to_string())
-        );
-    }
-    Ok(())
-}
-
-/// `evq load`: runs [`run_load`] with SIGINT/SIGTERM ending the run early (still
-/// reporting), and prints the summary or (`--json`) the JSON report to stdout.
-///
-/// # Errors
-/// Bad arguments (`InvalidInput`) or [`run_load`]'s errors.
-pub fn load_command(args: &LoadArgs) -> io::Result<()> {
-    let cfg = args
-        .to_config()
-        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    install_stop_signals()?;
-    let report = run_load(&cfg)?;
-    if args.json {
-        print_json(&report)
-    } else {
-        print!("{}", report.summary());
-        Ok(())
-    }
-}
-
-/// `evq dead`: runs [`run_dead`] with SIGINT/SIGTERM ending it early, status lines on
-/// stderr, and the summary or (`--json`) the JSON report on stdout.
-///
-/// # Errors
-/// Bad arguments (`InvalidInput`) or [`run_dead`]'s errors.
-pub fn dead_command(args: &DeadArgs) -> io::Result<()> {
-    let cfg = args
-        .to_config()
-        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    install_stop_signals()?;
-    let report = run_dead(&cfg)?;
-    if args.json {
-        print_json(&report)
-    } else {
-        println!("{}", report.summary());
-        Ok(())
-    }
-}
+pub use wan::{run_wan, Namespace, NetnsLab, WanConfig, WanReport};

@@ -18,19 +18,21 @@
 //! it is set again for the new deadline. So progress costs no timer operation.
 
 use crate::config::{resolve, LoadConfig, LoopMode};
-use crate::http::{build_request, HeadParser, Reply, ResponseReader};
+use crate::request::build_request;
 use crate::schedule::{Plan, Step};
+use crate::slots::{generation_of, Slots};
 use crate::stats::{ErrorKind, LoadReport, ThreadStats};
-use crate::sys::{self, LocalBind};
 use evq::{Event, EventQueue, Events, Interest, Mode, Options, TimerId};
-use std::io::{self, Write};
+use evq_os::CpuUsage;
+use evq_os::LocalBind;
+use evq_wire::{HeadParser, Reply, ResponseReader};
+use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const TIMER_BIT: u64 = 1 << 63;
-const GEN_MASK: u32 = 0x3fff_ffff;
 const MAX_WAIT: Duration = Duration::from_millis(100);
 const READ_BUF: usize = 64 * 1024;
 
@@ -81,9 +83,7 @@ struct Worker<'a> {
     edge: bool,
     /// Boxed so that taking a connection out for its event and putting it back
     /// moves a pointer, not the connection (~170 bytes, twice an event).
-    slots: Vec<Option<Box<Conn>>>,
-    gens: Vec<u32>,
-    free: Vec<u32>,
+    slots: Slots<Box<Conn>>,
     active: usize,
     stats: ThreadStats,
     plan: Plan,
@@ -103,7 +103,7 @@ struct Worker<'a> {
 
 impl<'a> Worker<'a> {
     fn token(&self, slot: u32) -> u64 {
-        (u64::from(self.gens[slot as usize]) << 32) | u64::from(slot)
+        (u64::from(self.slots.generation(slot)) << 32) | u64::from(slot)
     }
 
     fn run(&mut self, hard_deadline: Instant) -> io::Result<bool> {
@@ -111,7 +111,7 @@ impl<'a> Worker<'a> {
         let mut cut_off = false;
         loop {
             let now = Instant::now();
-            if sys::stop_requested() || now >= hard_deadline {
+            if evq_os::stop_requested() || now >= hard_deadline {
                 cut_off = true;
                 break;
             }
@@ -145,14 +145,14 @@ impl<'a> Worker<'a> {
         }
         // Whatever is still open: cut off (an error) or, at the end of a closed-loop
         // duration, simply abandoned.
-        for slot in 0..self.slots.len() {
-            if let Some(c) = self.slots[slot].take() {
+        for slot in 0..self.slots.count() {
+            if let Some(c) = self.slots.take_any(slot) {
                 self.stats.unanswered += u64::from(c.outstanding);
                 if cut_off {
                     self.stats.errors.add(ErrorKind::Cutoff);
                     self.shared.errors.fetch_add(1, Ordering::Relaxed);
                 }
-                self.release(slot as u32, &c);
+                self.release(slot, &c);
             }
         }
         Ok(cut_off)
@@ -215,7 +215,7 @@ impl<'a> Worker<'a> {
         let mut result = Err(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
         for _ in 0..tries {
             let local = self.local_bind();
-            result = sys::start_connect(&self.addr, local, true);
+            result = evq_os::connect(self.addr, local, true).map(IntoRawFd::into_raw_fd);
             match &result {
                 Err(e) if self.cfg.hog && ErrorKind::from_io(e) == ErrorKind::AddrUnavail => {
                     continue
@@ -230,14 +230,7 @@ impl<'a> Worker<'a> {
                 return false;
             }
         };
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.slots.push(None);
-                self.gens.push(0);
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let slot = self.slots.vacant();
         let token = self.token(slot);
         let interest = if self.edge {
             Interest::READ | Interest::WRITE
@@ -249,8 +242,8 @@ impl<'a> Worker<'a> {
             .queue
             .declare_interest(fd, interest, Options::new(token).mode(mode))
         {
-            sys::close_fd(fd);
-            self.free.push(slot);
+            evq_os::io::close(fd);
+            self.slots.release(slot);
             self.fail_start(ErrorKind::from_io(&e));
             return false;
         }
@@ -273,7 +266,7 @@ impl<'a> Worker<'a> {
         if let Some(t) = self.cfg.timeout {
             self.touch(&mut conn, slot, now + t);
         }
-        self.slots[slot as usize] = Some(Box::new(conn));
+        self.slots.put(slot, Box::new(conn));
         self.active += 1;
         self.stats.max_concurrent = self.stats.max_concurrent.max(self.active as u64);
         self.shared.active.fetch_add(1, Ordering::Relaxed);
@@ -304,11 +297,7 @@ impl<'a> Worker<'a> {
         let token = ev.token();
         let is_timer = ev.is_timer() && token & TIMER_BIT != 0;
         let slot = (token & 0xffff_ffff) as u32;
-        let gen = ((token >> 32) as u32) & GEN_MASK;
-        if slot as usize >= self.slots.len() || self.gens[slot as usize] != gen {
-            return;
-        }
-        let Some(mut c) = self.slots[slot as usize].take() else {
+        let Some(mut c) = self.slots.take(slot, generation_of(token, 32)) else {
             return;
         };
         let outcome = if is_timer {
@@ -324,7 +313,7 @@ impl<'a> Worker<'a> {
             self.on_ready(&mut c, slot, ev, now)
         };
         match outcome {
-            Outcome::Keep => self.slots[slot as usize] = Some(c),
+            Outcome::Keep => self.slots.put(slot, c),
             Outcome::Done => {
                 self.stats.conns_completed += 1;
                 let _ = self.stats.lifetime.record(
@@ -348,8 +337,7 @@ impl<'a> Worker<'a> {
             self.queue.cancel_timer(t);
         }
         let _ = self.queue.close(c.fd);
-        self.gens[slot as usize] = (self.gens[slot as usize] + 1) & GEN_MASK;
-        self.free.push(slot);
+        self.slots.release(slot);
         self.active -= 1;
         self.shared.active.fetch_sub(1, Ordering::Relaxed);
     }
@@ -368,7 +356,7 @@ impl<'a> Worker<'a> {
 
     fn on_ready(&mut self, c: &mut Conn, slot: u32, ev: &Event, now: Instant) -> Outcome {
         if c.phase == Phase::Connecting {
-            if let Some(e) = sys::take_socket_error(c.fd) {
+            if let Some(e) = evq_os::socket::take_error(c.fd) {
                 return Outcome::Failed(ErrorKind::from_io(&e));
             }
             if !ev.is_writable() {
@@ -431,7 +419,7 @@ impl<'a> Worker<'a> {
     fn write_some(&mut self, c: &mut Conn, slot: u32, now: Instant) -> Result<(), ErrorKind> {
         while c.write_left > 0 {
             let off = c.write_total - c.write_left;
-            match sys::send(c.fd, &self.burst_buf[off..c.write_total]) {
+            match evq_os::io::send(c.fd, &self.burst_buf[off..c.write_total]) {
                 Ok(n) => {
                     c.write_left -= n;
                     self.stats.bytes_sent += n as u64;
@@ -478,7 +466,7 @@ impl<'a> Worker<'a> {
         now: Instant,
     ) -> Result<Outcome, ErrorKind> {
         loop {
-            let n = match sys::recv(c.fd, buf) {
+            let n = match evq_os::io::recv(c.fd, buf) {
                 Ok(0) => {
                     return match c.reader.eof() {
                         Ok(Some(reply)) => {
@@ -562,7 +550,7 @@ impl<'a> Worker<'a> {
 
 /// Runs one load test and reports what it measured. Blocks until the run ends: the
 /// schedule is done and every connection finished, the closed-loop duration passed,
-/// the hard cap (`max_time`) hit, or [`crate::install_stop_signals`]'s signal came.
+/// the hard cap (`max_time`) hit, or [`evq_os::stop_on_signals`]'s signal came.
 ///
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit first. Connection failures are
 /// counted, never fatal.
@@ -573,7 +561,7 @@ impl<'a> Worker<'a> {
 pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
     cfg.validate()?;
     let addr = resolve(&cfg.server, cfg.port)?;
-    let _ = sys::raise_nofile_limit();
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let host = if cfg.port == 80 {
         cfg.server.clone()
     } else {
@@ -591,13 +579,13 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
         .first()
         .map(|q| q.backend().to_string())
         .unwrap_or_default();
-    let (user0, sys0) = sys::cpu_times();
+    let cpu0 = CpuUsage::of_process();
     // A little head room so every thread is waiting before the first start is due.
     let start = Instant::now() + Duration::from_millis(10);
     let hard_deadline = start + max_time;
     let (lo, hi) = (1024u32, 65535u32);
     let span = (hi - lo + 1) / cfg.threads as u32;
-    let progress = cfg.progress && sys::stderr_is_tty();
+    let progress = cfg.progress && io::stderr().is_terminal();
     // Each worker says when it finished: the test ends with the last of them, not
     // when the supervisor's 50 ms poll notices (which would understate the rate).
     let results: Vec<io::Result<(ThreadStats, bool, Instant)>> = std::thread::scope(|s| {
@@ -615,9 +603,7 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
                         addr,
                         edge: queue.capabilities().event,
                         queue,
-                        slots: Vec::new(),
-                        gens: Vec::new(),
-                        free: Vec::new(),
+                        slots: Slots::new(),
                         active: 0,
                         stats: ThreadStats::new()?,
                         plan: Plan::new(cfg, k, start),
@@ -667,7 +653,7 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
             })
             .collect()
     });
-    let (user1, sys1) = sys::cpu_times();
+    let used = CpuUsage::of_process().since(cpu0);
     let mut total = ThreadStats::new()?;
     let mut cut_off = false;
     let mut end = start;
@@ -686,6 +672,6 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
             .min(d.as_secs_f64()),
         _ => end.saturating_duration_since(start).as_secs_f64(),
     };
-    let cpu = ((user1 - user0).max(0.0), (sys1 - sys0).max(0.0));
+    let cpu = (used.user.as_secs_f64(), used.system.as_secs_f64());
     Ok(total.into_report(cfg, backend, duration_s, cut_off, cpu))
 }

@@ -13,13 +13,14 @@
 //! One thread, level mode, interest recomputed after each step; one evq timer per
 //! direction for the head of its queue.
 
-use crate::sys::{self, LocalBind};
+use crate::slots::{generation_of, Slots};
 use evq::{EventQueue, Events, Interest, Options, TimerId};
+use evq_os::{Accept, Acceptor, LocalBind};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,6 @@ use std::time::{Duration, Instant};
 pub const QUEUE_LIMIT: usize = 1 << 20;
 const LISTEN_TOKEN: u64 = (1 << 62) - 1;
 const TIMER_BIT: u64 = 1 << 63;
-const GEN_MASK: u32 = 0x1fff_ffff;
 
 /// Impairment of one direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -101,10 +101,11 @@ struct Pair {
 pub struct Relay {
     cfg: RelayConfig,
     listener: TcpListener,
+    /// Accepts with the spare-descriptor trick, so running out of descriptors
+    /// sheds connections instead of spinning on a listener that stays readable.
+    acceptor: Acceptor,
     queue: EventQueue,
-    pairs: Vec<Option<Pair>>,
-    gens: Vec<u32>,
-    free: Vec<u32>,
+    pairs: Slots<Pair>,
     rng: u64,
     report: RelayReport,
 }
@@ -126,10 +127,9 @@ impl Relay {
         Ok(Relay {
             cfg: cfg.clone(),
             listener,
+            acceptor: Acceptor::new(),
             queue,
-            pairs: Vec::new(),
-            gens: Vec::new(),
-            free: Vec::new(),
+            pairs: Slots::new(),
             rng: 0x2545_f491_4f6c_dd1d,
             report: RelayReport::default(),
         })
@@ -149,7 +149,7 @@ impl Relay {
     /// A failure of the event queue itself; connection failures only end their pair.
     pub fn run(mut self, stop: &AtomicBool) -> io::Result<RelayReport> {
         let mut events = Events::with_capacity(256);
-        while !stop.load(Ordering::Relaxed) && !sys::stop_requested() {
+        while !stop.load(Ordering::Relaxed) && !evq_os::stop_requested() {
             self.queue
                 .get_next_event(&mut events, Some(Duration::from_millis(100)))?;
             let now = Instant::now();
@@ -160,12 +160,9 @@ impl Relay {
                     continue;
                 }
                 let slot = (token & 0xffff_ffff) as u32;
-                let gen = ((token >> 33) as u32) & GEN_MASK;
+                let gen = generation_of(token, 33);
                 let side = ((token >> 32) & 1) as usize;
-                if slot as usize >= self.pairs.len() || self.gens[slot as usize] != gen {
-                    continue;
-                }
-                let Some(mut p) = self.pairs[slot as usize].take() else {
+                let Some(mut p) = self.pairs.take(slot, gen) else {
                     continue;
                 };
                 let alive = if ev.is_timer() && token & TIMER_BIT != 0 {
@@ -177,55 +174,45 @@ impl Relay {
                 let alive = alive && self.update_interest(&mut p, slot).is_ok();
                 let done = p.dirs.iter().all(|d| d.write_shut);
                 if alive && !done {
-                    self.pairs[slot as usize] = Some(p);
+                    self.pairs.put(slot, p);
                 } else {
                     self.release(slot, p);
                 }
             }
         }
-        for slot in 0..self.pairs.len() {
-            if let Some(p) = self.pairs[slot].take() {
-                self.release(slot as u32, p);
+        for slot in 0..self.pairs.count() {
+            if let Some(p) = self.pairs.take_any(slot) {
+                self.release(slot, p);
             }
         }
         Ok(self.report)
     }
 
     fn token(&self, slot: u32, side: usize) -> u64 {
-        (u64::from(self.gens[slot as usize]) << 33) | ((side as u64) << 32) | u64::from(slot)
+        (u64::from(self.pairs.generation(slot)) << 33) | ((side as u64) << 32) | u64::from(slot)
     }
 
     fn accept_all(&mut self) {
         loop {
-            let client = match self.listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // EMFILE and friends: try again on the next event.
-                Err(_) => return,
+            let client = match self.acceptor.accept(self.listener.as_raw_fd()) {
+                Accept::Conn(fd) => fd,
+                Accept::Skipped | Accept::Shed => continue,
+                // Out of descriptors with no spare, or a broken listener: try again
+                // on the next event.
+                Accept::Empty | Accept::Exhausted(_) | Accept::Failed(_) => return,
             };
             self.report.accepted += 1;
-            if client.set_nonblocking(true).is_err() {
-                continue;
-            }
-            let _ = client.set_nodelay(true);
-            let server = match sys::start_connect(&self.cfg.upstream, LocalBind::Kernel, true) {
-                Ok(fd) => fd,
+            let _ = evq_os::socket::set_nodelay(client.as_raw_fd());
+            let server = match evq_os::connect(self.cfg.upstream, LocalBind::Kernel, true) {
+                Ok(fd) => fd.into_raw_fd(),
                 Err(_) => {
                     self.report.upstream_failures += 1;
                     continue;
                 }
             };
             // The pair owns both descriptors from here on.
-            let cfd = std::os::fd::IntoRawFd::into_raw_fd(client);
-            let slot = match self.free.pop() {
-                Some(s) => s,
-                None => {
-                    self.pairs.push(None);
-                    self.gens.push(0);
-                    (self.pairs.len() - 1) as u32
-                }
-            };
+            let cfd = client.into_raw_fd();
+            let slot = self.pairs.vacant();
             let mut p = Pair {
                 fds: [cfd, server],
                 upstream_connected: false,
@@ -237,7 +224,7 @@ impl Relay {
                 self.release(slot, p);
                 continue;
             }
-            self.pairs[slot as usize] = Some(p);
+            self.pairs.put(slot, p);
         }
     }
 
@@ -248,8 +235,7 @@ impl Relay {
             }
             let _ = self.queue.close(p.fds[side]);
         }
-        self.gens[slot as usize] = (self.gens[slot as usize] + 1) & GEN_MASK;
-        self.free.push(slot);
+        self.pairs.release(slot);
     }
 
     fn update_interest(&mut self, p: &mut Pair, slot: u32) -> io::Result<()> {
@@ -344,12 +330,12 @@ impl Relay {
                 return true;
             }
             if head.eof {
-                sys::shutdown_write(p.fds[to]);
+                evq_os::io::shutdown(p.fds[to], std::net::Shutdown::Write);
                 d.write_shut = true;
                 d.queue.pop_front();
                 continue;
             }
-            match sys::send(p.fds[to], &head.data[d.head_off..]) {
+            match evq_os::io::send(p.fds[to], &head.data[d.head_off..]) {
                 Ok(n) => {
                     d.blocked = false;
                     d.head_off += n;
@@ -385,7 +371,7 @@ impl Relay {
         now: Instant,
     ) -> bool {
         if side == 1 && !p.upstream_connected {
-            if sys::take_socket_error(p.fds[1]).is_some() {
+            if evq_os::socket::take_error(p.fds[1]).is_some() {
                 self.report.upstream_failures += 1;
                 return false;
             }
@@ -401,7 +387,7 @@ impl Relay {
                 if p.dirs[side].queued >= QUEUE_LIMIT {
                     break;
                 }
-                match sys::recv(p.fds[side], &mut buf) {
+                match evq_os::io::recv(p.fds[side], &mut buf) {
                     Ok(0) => {
                         p.dirs[side].read_eof = true;
                         self.enqueue(p, slot, side, Vec::new(), true, now);

@@ -120,6 +120,15 @@ impl Serialize for ErrorCounts {
 /// Width of the reply-rate buckets the threads keep; samples are built from them.
 pub(crate) const BUCKET_MS: u64 = 100;
 
+/// `a / b`, or 0 where there is nothing to divide by (no replies, no rate).
+fn per(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
 /// A histogram of microseconds, 1 µs to 1 h, 3 significant digits.
 pub(crate) fn micros_histogram() -> io::Result<Histogram<u64>> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3)
@@ -226,11 +235,7 @@ impl ThreadStats {
             bytes_received: total.bytes_received,
             cpu_user_s,
             cpu_sys_s,
-            cpu_per_reply_us: if total.replies > 0 {
-                (cpu_user_s + cpu_sys_s) * 1e6 / total.replies as f64
-            } else {
-                0.0
-            },
+            cpu_per_reply_us: per((cpu_user_s + cpu_sys_s) * 1e6, total.replies as f64),
             config: cfg.clone(),
         }
     }
@@ -470,105 +475,65 @@ impl LoadReport {
             self.mode, self.threads, self.backend
         );
         let _ = writeln!(s);
+        let (c, lag) = (&self.connection_time_ms, &self.start_lag_ms);
         let _ = writeln!(
             s,
-            "Connection rate: {:.1} conn/s ({:.1} ms/conn, <={} concurrent connections)",
+            "Connection rate: {:.1} conn/s ({:.1} ms/conn, <={} concurrent connections)\n\
+             Connection time [ms]: min {:.1} avg {:.1} max {:.1} median {:.1} stddev {:.1}\n\
+             Connection time [ms]: connect {:.3}\n\
+             Start lag [ms] (actual - intended start): p50 {:.3} p99 {:.3} max {:.3}\n\
+             Connection length [replies/conn]: {:.3}\n",
             self.connection_rate,
-            if self.connection_rate > 0.0 {
-                1000.0 / self.connection_rate
-            } else {
-                0.0
-            },
-            self.max_concurrent
-        );
-        let c = &self.connection_time_ms;
-        let _ = writeln!(
-            s,
-            "Connection time [ms]: min {:.1} avg {:.1} max {:.1} median {:.1} stddev {:.1}",
-            c.min, c.mean, c.max, c.p50, c.stddev
-        );
-        let _ = writeln!(
-            s,
-            "Connection time [ms]: connect {:.3}",
-            self.connect_ms.mean
+            per(1000.0, self.connection_rate),
+            self.max_concurrent,
+            c.min,
+            c.mean,
+            c.max,
+            c.p50,
+            c.stddev,
+            self.connect_ms.mean,
+            lag.p50,
+            lag.p99,
+            lag.max,
+            per(self.replies as f64, self.connections_completed as f64)
         );
         let _ = writeln!(
             s,
-            "Start lag [ms] (actual - intended start): p50 {:.3} p99 {:.3} max {:.3}",
-            self.start_lag_ms.p50, self.start_lag_ms.p99, self.start_lag_ms.max
-        );
-        let _ = writeln!(
-            s,
-            "Connection length [replies/conn]: {:.3}",
-            if self.connections_completed > 0 {
-                self.replies as f64 / self.connections_completed as f64
-            } else {
-                0.0
-            }
-        );
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "Request rate: {:.1} req/s ({:.3} ms/req)",
+            "Request rate: {:.1} req/s ({:.3} ms/req)\nRequest size [B]: {:.1}\n",
             self.request_rate,
-            if self.request_rate > 0.0 {
-                1000.0 / self.request_rate
-            } else {
-                0.0
-            }
+            per(1000.0, self.request_rate),
+            per(self.bytes_sent as f64, self.requests as f64)
         );
+        let (r, l, st) = (&self.reply_rate, &self.latency_ms, &self.status);
+        let other = if st.other > 0 {
+            format!(" other={}", st.other)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "Request size [B]: {:.1}",
-            if self.requests > 0 {
-                self.bytes_sent as f64 / self.requests as f64
-            } else {
-                0.0
-            }
-        );
-        let _ = writeln!(s);
-        let r = &self.reply_rate;
-        let _ = writeln!(
-            s,
-            "Reply rate [replies/s]: min {:.1} avg {:.1} max {:.1} stddev {:.1} ({} samples of {:.1} s)",
+            "Reply rate [replies/s]: min {:.1} avg {:.1} max {:.1} stddev {:.1} ({} samples of {:.1} s)\n\
+             Reply time [ms] (from intended start): p50 {:.3} p90 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}\n\
+             Reply size [B]: {:.1} (total incl. header)\n\
+             Reply status: 1xx={} 2xx={} 3xx={} 4xx={} 5xx={}{other}\n",
             r.min,
             r.avg,
             r.max,
             r.stddev,
             r.samples.len(),
-            r.interval_s
-        );
-        let l = &self.latency_ms;
-        let _ = writeln!(
-            s,
-            "Reply time [ms] (from intended start): p50 {:.3} p90 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
-            l.p50, l.p90, l.p99, l.p999, l.max
-        );
-        let _ = writeln!(
-            s,
-            "Reply size [B]: {:.1} (total incl. header)",
-            if self.replies > 0 {
-                self.bytes_received as f64 / self.replies as f64
-            } else {
-                0.0
-            }
-        );
-        let st = &self.status;
-        let _ = writeln!(
-            s,
-            "Reply status: 1xx={} 2xx={} 3xx={} 4xx={} 5xx={}{}",
+            r.interval_s,
+            l.p50,
+            l.p90,
+            l.p99,
+            l.p999,
+            l.max,
+            per(self.bytes_received as f64, self.replies as f64),
             st.s1xx,
             st.s2xx,
             st.s3xx,
             st.s4xx,
-            st.s5xx,
-            if st.other > 0 {
-                format!(" other={}", st.other)
-            } else {
-                String::new()
-            }
+            st.s5xx
         );
-        let _ = writeln!(s);
         let _ = writeln!(
             s,
             "CPU time [s]: user {:.2} system {:.2} (user {:.1}% system {:.1}% total {:.1}%); {:.1} us/reply",

@@ -7,8 +7,6 @@
 //! error part-way through creation, and on unwinding. Needs root and `ip` (iproute2).
 
 use crate::relay::{LinkSpec, Relay, RelayConfig, RelayReport};
-use crate::sys;
-use clap::Args;
 use serde::Serialize;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -135,47 +133,26 @@ impl Drop for NetnsLab {
     }
 }
 
-/// `evq wan` arguments: namespaces, relay impairment, and an optional command to run
-/// in every namespace.
-#[derive(Args, Debug, Clone)]
-pub struct WanArgs {
+/// What [`run_wan`] sets up and runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WanConfig {
     /// Client namespaces to create.
-    #[arg(long, default_value_t = 1)]
     pub namespaces: usize,
     /// The real server (as seen from the host).
-    #[arg(long, default_value = "127.0.0.1")]
     pub server: String,
     /// The real server's port.
-    #[arg(long, default_value_t = 80)]
     pub port: u16,
     /// Port each namespace's relay listens on (at its host address).
-    #[arg(long = "relay-port", default_value_t = 8000)]
     pub relay_port: u16,
-    /// One-way delay in each direction, milliseconds.
-    #[arg(long = "delay-ms", default_value_t = 0.0)]
-    pub delay_ms: f64,
-    /// Client → server delay, overriding --delay-ms.
-    #[arg(long = "up-delay-ms")]
-    pub up_delay_ms: Option<f64>,
-    /// Server → client delay, overriding --delay-ms.
-    #[arg(long = "down-delay-ms")]
-    pub down_delay_ms: Option<f64>,
-    /// Extra random delay per chunk, uniform in [0, jitter], milliseconds.
-    #[arg(long = "jitter-ms", default_value_t = 0.0)]
-    pub jitter_ms: f64,
-    /// Bandwidth cap per direction and connection, kilobits per second.
-    #[arg(long = "bandwidth-kbps")]
-    pub bandwidth_kbps: Option<f64>,
-    /// Hard cap in seconds: commands still running then are killed; without a
-    /// command, how long to keep the namespaces up.
-    #[arg(long, default_value_t = 60.0)]
-    pub duration: f64,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Client → server impairment.
+    pub to_server: LinkSpec,
+    /// Server → client impairment.
+    pub to_client: LinkSpec,
+    /// Hard cap: commands still running then are killed; without a command, how
+    /// long to keep the namespaces up.
+    pub duration: Duration,
     /// Command to run in every namespace; `{host}` and `{port}` become that
     /// namespace's relay address, `{ns}` its name, `{i}` its index.
-    #[arg(last = true)]
     pub command: Vec<String>,
 }
 
@@ -192,45 +169,23 @@ pub struct WanReport {
     pub duration_s: f64,
 }
 
-fn ms(what: &str, v: f64) -> io::Result<Duration> {
-    Duration::try_from_secs_f64(v / 1000.0)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{what} must be >= 0")))
-}
-
 /// Runs `evq wan`: namespaces up, one relay each, the command in each namespace
 /// (or just a wait), then everything torn down. Children are killed at the cap.
 ///
 /// # Errors
 /// Bad arguments, namespace creation, relay binding, or spawning the command.
-pub fn run_wan(args: &WanArgs) -> io::Result<WanReport> {
-    let upstream = crate::config::resolve(&args.server, args.port)?;
-    let bandwidth = args
-        .bandwidth_kbps
-        .map(|k| (k * 1000.0 / 8.0).max(1.0) as u64);
-    let up = LinkSpec {
-        delay: ms("--up-delay-ms", args.up_delay_ms.unwrap_or(args.delay_ms))?,
-        jitter: ms("--jitter-ms", args.jitter_ms)?,
-        bandwidth,
-    };
-    let down = LinkSpec {
-        delay: ms(
-            "--down-delay-ms",
-            args.down_delay_ms.unwrap_or(args.delay_ms),
-        )?,
-        ..up
-    };
-    let cap = Duration::try_from_secs_f64(args.duration)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "--duration must be >= 0"))?;
+pub fn run_wan(cfg: &WanConfig) -> io::Result<WanReport> {
+    let upstream = crate::config::resolve(&cfg.server, cfg.port)?;
     let start = Instant::now();
-    let lab = NetnsLab::create(args.namespaces)?;
+    let lab = NetnsLab::create(cfg.namespaces)?;
     let stop = AtomicBool::new(false);
     let mut relays = Vec::new();
     for ns in lab.namespaces() {
         relays.push(Relay::bind(&RelayConfig {
-            listen: SocketAddr::new(ns.host_addr.into(), args.relay_port),
+            listen: SocketAddr::new(ns.host_addr.into(), cfg.relay_port),
             upstream,
-            to_server: up,
-            to_client: down,
+            to_server: cfg.to_server,
+            to_client: cfg.to_client,
         })?);
     }
     let (exit_codes, relay_reports) = std::thread::scope(|s| -> io::Result<_> {
@@ -238,7 +193,7 @@ pub fn run_wan(args: &WanArgs) -> io::Result<WanReport> {
             .into_iter()
             .map(|r| s.spawn(|| r.run(&stop)))
             .collect();
-        let result = run_children(&lab, args, cap);
+        let result = run_children(&lab, cfg);
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let mut reports = Vec::new();
         for h in handles {
@@ -259,32 +214,32 @@ pub fn run_wan(args: &WanArgs) -> io::Result<WanReport> {
     })
 }
 
-fn run_children(lab: &NetnsLab, args: &WanArgs, cap: Duration) -> io::Result<Vec<Option<i32>>> {
-    let deadline = Instant::now() + cap;
-    if args.command.is_empty() {
+fn run_children(lab: &NetnsLab, cfg: &WanConfig) -> io::Result<Vec<Option<i32>>> {
+    let deadline = Instant::now() + cfg.duration;
+    if cfg.command.is_empty() {
         for ns in lab.namespaces() {
             eprintln!(
                 "namespace {} ({}): relay at {}:{} -> {}:{}",
-                ns.name, ns.ns_addr, ns.host_addr, args.relay_port, args.server, args.port
+                ns.name, ns.ns_addr, ns.host_addr, cfg.relay_port, cfg.server, cfg.port
             );
         }
-        while Instant::now() < deadline && !sys::stop_requested() {
+        while Instant::now() < deadline && !evq_os::stop_requested() {
             std::thread::sleep(Duration::from_millis(100));
         }
         return Ok(Vec::new());
     }
     let mut children: Vec<Child> = Vec::new();
     for (i, ns) in lab.namespaces().iter().enumerate() {
-        let argv: Vec<String> = args.command[1..]
+        let argv: Vec<String> = cfg.command[1..]
             .iter()
             .map(|a| {
                 a.replace("{host}", &ns.host_addr.to_string())
-                    .replace("{port}", &args.relay_port.to_string())
+                    .replace("{port}", &cfg.relay_port.to_string())
                     .replace("{ns}", &ns.name)
                     .replace("{i}", &i.to_string())
             })
             .collect();
-        let Some(mut cmd) = lab.command(i, &args.command[0], &argv) else {
+        let Some(mut cmd) = lab.command(i, &cfg.command[0], &argv) else {
             continue;
         };
         match cmd.spawn() {
@@ -300,7 +255,7 @@ fn run_children(lab: &NetnsLab, args: &WanArgs, cap: Duration) -> io::Result<Vec
     }
     let mut codes: Vec<Option<Option<i32>>> = vec![None; children.len()];
     while codes.iter().any(|c| c.is_none()) {
-        let out_of_time = Instant::now() >= deadline || sys::stop_requested();
+        let out_of_time = Instant::now() >= deadline || evq_os::stop_requested();
         for (i, c) in children.iter_mut().enumerate() {
             if codes[i].is_some() {
                 continue;

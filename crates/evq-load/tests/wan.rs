@@ -88,13 +88,16 @@ fn can_make_namespaces() -> bool {
 #[test]
 fn namespace_client_reaches_the_server_through_its_relay() {
     if !can_make_namespaces() {
-        eprintln!("skipped: needs root and iproute2");
+        evq_testkit::skip("netns", "needs root and iproute2 (ip)");
         return;
     }
     let lab = match NetnsLab::create(1) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("skipped: cannot create namespaces here: {e}");
+            evq_testkit::skip(
+                "netns",
+                format!("cannot create network namespaces here: {e}"),
+            );
             return;
         }
     };

@@ -1,5 +1,5 @@
-//! `evq-http serve` / `evq-http proxy`: the HTTP server and proxy until the main
-//! `evq` binary mounts the same `Args` structs.
+//! `evq-http serve` / `evq-http proxy`: the same commands as `evq serve` /
+//! `evq proxy`, from this crate alone (built with feature `cli`).
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

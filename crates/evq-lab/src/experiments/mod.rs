@@ -8,6 +8,7 @@ pub mod herd;
 pub mod load_client;
 pub mod pipe_scaling;
 pub mod proxy;
+pub mod reliability;
 pub mod signals;
 
 use crate::experiment::Scenario;
@@ -22,6 +23,7 @@ pub const ALL: &[&dyn Scenario] = &[
     &herd::Herd,
     &proxy::Proxy,
     &load_client::LoadClient,
+    &reliability::Reliability,
 ];
 
 /// The scenario named `name`.

@@ -1,5 +1,5 @@
-//! Stand-alone front end for `evq load` and `evq dead` until the `evq` binary mounts
-//! them.
+//! `evq-load load` / `dead` / `wan`: the same commands as `evq load`, `evq dead`
+//! and `evq wan`, from this crate alone (built with feature `cli`).
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -354,6 +354,10 @@ impl<const BULK: bool> RtSignalBackend<BULK> {
         block(&self.set)?;
         self.owner = tid;
         self.kick.tid.store(tid, Ordering::Release);
+        // A kick still in flight went to the old thread, where nobody dequeues it:
+        // left set, the mark would silence every later notify (the notifier is a
+        // candidate below, so what that kick announced is not lost).
+        self.kick.pending.store(false, Ordering::Release);
         let owner = FOwnerEx {
             kind: F_OWNER_TID,
             pid: tid,

@@ -1,0 +1,148 @@
+//! How an idle thread sleeps: it drives the reactor if nobody else does, and parks
+//! otherwise — and how another thread wakes it in either case.
+//!
+//! A [`Sleeper`] is one thread's wake-up target. Its state says where the thread is:
+//! running (`IDLE`), woken while running (`NOTIFIED`), parked on its futex
+//! (`PARKED`), or blocked in `get_next_event` (`DRIVING`). [`Sleeper::wake`] swaps in
+//! `NOTIFIED` and, depending on what it replaced, unparks the thread or wakes the
+//! queue through evq's [`Notifier`](evq::Notifier) — the cross-thread waker. Because
+//! the swap is one atomic step, a wake that races with the thread going to sleep
+//! either finds it already asleep (and wakes it the right way) or leaves `NOTIFIED`
+//! behind, which makes the sleep return at once.
+
+use crate::reactor::Reactor;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::thread::{self, Thread};
+
+const IDLE: u8 = 0;
+const NOTIFIED: u8 = 1;
+const PARKED: u8 = 2;
+const DRIVING: u8 = 3;
+
+/// One thread's wake-up target (see the module documentation).
+pub(crate) struct Sleeper {
+    state: AtomicU8,
+    thread: Thread,
+}
+
+impl Sleeper {
+    /// A sleeper for the calling thread.
+    pub(crate) fn for_current_thread() -> Arc<Sleeper> {
+        Arc::new(Sleeper {
+            state: AtomicU8::new(IDLE),
+            thread: thread::current(),
+        })
+    }
+
+    /// Wakes the thread wherever it sleeps; if it is running, its next sleep
+    /// returns at once.
+    pub(crate) fn wake_up(&self) {
+        match self.state.swap(NOTIFIED, Ordering::AcqRel) {
+            PARKED => self.thread.unpark(),
+            DRIVING => {
+                if let Ok(reactor) = Reactor::get() {
+                    reactor.notify();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Consumes a pending notification (only the owning thread calls this).
+    pub(crate) fn take_notification(&self) -> bool {
+        self.state.swap(IDLE, Ordering::AcqRel) == NOTIFIED
+    }
+
+    /// Marks the thread as about to block in the reactor; false if a notification
+    /// is already pending (then the thread must not block).
+    pub(crate) fn begin_driving(&self) -> bool {
+        self.state
+            .compare_exchange(IDLE, DRIVING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Back from the reactor (the notification, if any, stays pending).
+    pub(crate) fn end_driving(&self) {
+        let _ = self
+            .state
+            .compare_exchange(DRIVING, IDLE, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Parks until woken. Returns at once if a notification is pending.
+    pub(crate) fn park(&self) {
+        if self
+            .state
+            .compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        // `thread::park` may return spuriously; only `wake` moves PARKED on.
+        while self.state.load(Ordering::Acquire) == PARKED {
+            thread::park();
+        }
+    }
+
+    /// True while the thread is parked or driving (for tests of the hand-off).
+    #[cfg(test)]
+    pub(crate) fn is_asleep(&self) -> bool {
+        matches!(self.state.load(Ordering::Acquire), PARKED | DRIVING)
+    }
+}
+
+impl Wake for Sleeper {
+    fn wake(self: Arc<Self>) {
+        self.wake_up();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wake_up();
+    }
+}
+
+/// A waker that wakes `sleeper`.
+pub(crate) fn waker_for(sleeper: &Arc<Sleeper>) -> Waker {
+    Waker::from(sleeper.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_wake_before_park_is_not_lost() {
+        let s = Sleeper::for_current_thread();
+        s.wake_up();
+        s.park(); // returns at once
+        assert!(s.take_notification());
+        assert!(!s.take_notification());
+    }
+
+    #[test]
+    fn a_wake_from_another_thread_unparks() {
+        let s = Sleeper::for_current_thread();
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            while !s2.is_asleep() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            s2.wake_up();
+        });
+        s.park();
+        assert!(s.take_notification());
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_pending_notification_refuses_to_drive() {
+        let s = Sleeper::for_current_thread();
+        s.wake_up();
+        assert!(!s.begin_driving());
+        assert!(s.take_notification());
+        assert!(s.begin_driving());
+        s.end_driving();
+        assert!(!s.take_notification());
+    }
+}

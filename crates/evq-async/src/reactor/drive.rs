@@ -1,0 +1,181 @@
+//! Waiting on the queue and dispatching what it delivers; idle threads that wait
+//! in line to take the queue over.
+
+use super::timers::TimerSlot;
+use super::{lock, with_wakers, Driver, Reactor, TIMER_TAG};
+use crate::parking::Sleeper;
+use crate::source::Source;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Duration;
+
+impl Reactor {
+    /// Waits on the queue (at most `timeout`) if no other thread holds it, and
+    /// dispatches what comes. Returns false if the queue was held elsewhere.
+    /// `sleeper`, if given, is the calling thread's: a wake-up for it while it is
+    /// blocked here goes through the notifier.
+    pub(crate) fn try_drive(&self, timeout: Option<Duration>, sleeper: Option<&Sleeper>) -> bool {
+        let Some(mut driver) = self.try_lock() else {
+            return false;
+        };
+        with_wakers(|wakers| {
+            self.drive(&mut driver, timeout, sleeper, wakers);
+            self.release(driver, wakers);
+        });
+        true
+    }
+
+    pub(super) fn drive(
+        &self,
+        driver: &mut Driver,
+        mut timeout: Option<Duration>,
+        sleeper: Option<&Sleeper>,
+        wakers: &mut Vec<Waker>,
+    ) {
+        let blocking = timeout != Some(Duration::ZERO);
+        if blocking {
+            self.waiting.store(true, Ordering::SeqCst);
+            // From here on a notify must reach the eventfd. Cleared *before* the
+            // pending list is read: a thread that pushed an op and found the flag
+            // still set from an earlier, already consumed notify would otherwise
+            // skip its notify, and the op would wait for an unrelated event. A
+            // notify sent before this point either left the eventfd readable (the
+            // wait returns at once) or announced an op that the list read below
+            // sees.
+            self.notify_sent.store(false, Ordering::SeqCst);
+        }
+        self.apply_ops(driver, wakers);
+        let mut driving = false;
+        if blocking {
+            driving = sleeper.is_none_or(Sleeper::begin_driving);
+            if !driving || !wakers.is_empty() {
+                // Something is already due: look, do not sleep.
+                timeout = Some(Duration::ZERO);
+            }
+        }
+        self.counters.waits.fetch_add(1, Ordering::Relaxed);
+        let Driver { queue, events, .. } = driver;
+        let result = queue.get_next_event(events, timeout);
+        if blocking {
+            self.waiting.store(false, Ordering::SeqCst);
+            if driving {
+                if let Some(s) = sleeper {
+                    s.end_driving();
+                }
+            }
+        }
+        if let Err(e) = result {
+            // The queue's errors are the kernel's (EINTR is retried inside evq);
+            // nothing can be done here but not spin on it.
+            debug_assert!(false, "get_next_event failed: {e}");
+            return;
+        }
+        self.dispatch(driver, wakers);
+    }
+
+    pub(super) fn dispatch(&self, driver: &mut Driver, wakers: &mut Vec<Waker>) {
+        if driver.events.is_empty() {
+            return;
+        }
+        let mut dispatched = 0u64;
+        let mut rearm: Vec<Arc<Source>> = Vec::new();
+        {
+            let sources = lock(&self.sources);
+            for ev in driver.events.iter() {
+                if ev.is_notify() {
+                    continue;
+                }
+                if ev.is_timer() {
+                    continue;
+                }
+                dispatched += 1;
+                if let Some(source) = sources.slab.get(ev.token() as usize) {
+                    source.set_readiness(ev.readiness(), true, wakers);
+                    if self.oneshot {
+                        rearm.push(source.clone());
+                    }
+                }
+            }
+        }
+        for ev in driver.events.iter().filter(|e| e.is_timer()) {
+            let slot = (ev.token() & !TIMER_TAG) as usize;
+            if let Some(id) = driver.timer_ids.get_mut(slot) {
+                *id = None;
+            }
+            let mut timers = lock(&self.timers);
+            if let Some(TimerSlot::Waiting(w)) = timers.get_mut(slot) {
+                wakers.extend(w.take());
+                timers[slot] = TimerSlot::Fired;
+            }
+            dispatched += 1;
+        }
+        self.counters
+            .events
+            .fetch_add(dispatched, Ordering::Relaxed);
+        // Oneshot: the event disarmed the registration; directions still waited on
+        // are armed again at once.
+        for source in rearm {
+            self.rearm_now(driver, &source, wakers);
+        }
+    }
+
+    // ---- idle threads --------------------------------------------------------
+
+    /// Puts an idle thread to sleep until `sleeper` is woken or events it may care
+    /// about were dispatched: it waits on the queue if it is free, else parks in
+    /// line to take the queue over when its holder lets go.
+    ///
+    /// Why a thread in line is not stranded: it joins the line (`SeqCst`) and then
+    /// tries the lock once more; a holder unlocks and then looks at the line
+    /// ([`Reactor::release`]). Either the second try succeeds or the holder's look
+    /// comes after the join and wakes someone in line.
+    pub(crate) fn sleep(&self, sleeper: &Arc<Sleeper>) {
+        if self.try_drive(None, Some(sleeper)) {
+            return;
+        }
+        {
+            let mut line = lock(&self.handoff);
+            line.push(sleeper.clone());
+            self.handoff_len.store(line.len(), Ordering::SeqCst);
+        }
+        if self.fallback_driving.load(Ordering::SeqCst) {
+            // The fallback thread only drives while nobody else will; make it yield.
+            self.notify();
+        }
+        fence(Ordering::SeqCst);
+        if self.try_drive(None, Some(sleeper)) {
+            self.leave_line(sleeper);
+            return;
+        }
+        sleeper.park();
+        self.leave_line(sleeper);
+    }
+
+    pub(super) fn leave_line(&self, sleeper: &Arc<Sleeper>) {
+        let mut line = lock(&self.handoff);
+        line.retain(|s| !Arc::ptr_eq(s, sleeper));
+        self.handoff_len.store(line.len(), Ordering::SeqCst);
+    }
+
+    /// The queue was let go: wake one thread in line so that somebody keeps
+    /// watching it while the last holder runs tasks.
+    pub(super) fn hand_off(&self) {
+        if self.handoff_len.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let next = {
+            let mut line = lock(&self.handoff);
+            let next = line.pop();
+            self.handoff_len.store(line.len(), Ordering::SeqCst);
+            next
+        };
+        if let Some(next) = next {
+            next.wake_up();
+        }
+    }
+
+    pub(crate) fn set_fallback_driving(&self, on: bool) {
+        self.fallback_driving.store(on, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,282 @@
+//! TCP sockets as evq's tools make them, through `socket2`, and the few options on
+//! a descriptor held by number that the event loops set.
+//!
+//! Quirks this file deals with:
+//! - `bind(addr, 0)` before `connect` reserves a port for *any* destination, which
+//!   caps a client at the size of the ephemeral range per source address; with
+//!   `IP_BIND_ADDRESS_NO_PORT` (Linux 4.2; no crate wraps it) the kernel picks the
+//!   port at `connect` time against the full 4-tuple instead.
+//! - A non-blocking `connect` answers `EINPROGRESS`; the outcome comes later,
+//!   through `SO_ERROR` ([`take_error`]) on the first writable or error event.
+//! - `SO_LINGER {on, 0}` turns the next `close` into a reset ([`set_reset_on_close`]).
+//!
+//! Functions that take a `RawFd` act on a descriptor the caller holds open for the
+//! call; the kernel checks the number, so a wrong one is an error, never memory
+//! unsafety.
+
+use socket2::{Domain, SockRef, Socket, Type};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// How [`listen`] makes its socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// `SO_REUSEPORT`: several sockets (one per thread or process) bind one
+    /// address and the kernel spreads connections among them.
+    pub reuseport: bool,
+    /// The accept queue's length.
+    pub backlog: i32,
+    /// `O_NONBLOCK` on the listening socket (event loops); off for designs that
+    /// sleep in `accept`.
+    pub nonblocking: bool,
+}
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        ListenOptions {
+            reuseport: false,
+            backlog: 4096,
+            nonblocking: true,
+        }
+    }
+}
+
+/// A listening TCP socket on `addr` (port 0 picks one), close-on-exec, with
+/// `SO_REUSEADDR` so a restarted server can bind at once.
+///
+/// # Errors
+/// `socket`, `setsockopt`, `bind` or `listen`'s error; nothing stays open then.
+pub fn listen(addr: SocketAddr, opts: ListenOptions) -> io::Result<OwnedFd> {
+    let ty = if opts.nonblocking {
+        Type::STREAM.nonblocking()
+    } else {
+        Type::STREAM
+    };
+    let s = Socket::new(Domain::for_address(addr), ty, None)?;
+    s.set_reuse_address(true)?;
+    if opts.reuseport {
+        s.set_reuse_port(true)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(opts.backlog)?;
+    Ok(s.into())
+}
+
+/// How the local end of a client socket is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalBind {
+    /// `connect` picks address and port.
+    Kernel,
+    /// This address (its port is ignored); `connect` picks the port against the
+    /// full 4-tuple (`IP_BIND_ADDRESS_NO_PORT`, where the kernel has it).
+    Address(SocketAddr),
+    /// This address and port, with `SO_REUSEADDR` (httperf's `--hog`).
+    Port(SocketAddr),
+}
+
+/// A non-blocking, close-on-exec TCP socket connecting to `to`: `Ok` as soon as
+/// the connection is under way ([`take_error`] tells its outcome later).
+/// `nodelay` sets `TCP_NODELAY` (requests and replies leave at once).
+///
+/// # Errors
+/// `socket`, `setsockopt`, `bind` or an immediate `connect` failure (refused on
+/// loopback, no route, `EADDRNOTAVAIL`); nothing stays open then.
+pub fn connect(to: SocketAddr, local: LocalBind, nodelay: bool) -> io::Result<OwnedFd> {
+    let s = Socket::new(Domain::for_address(to), Type::STREAM.nonblocking(), None)?;
+    if nodelay {
+        s.set_tcp_nodelay(true)?;
+    }
+    match local {
+        LocalBind::Kernel => {}
+        LocalBind::Address(a) => {
+            // Best effort: without it the kernel reserves a port at bind time.
+            let _ = set_bind_address_no_port(&s);
+            s.bind(&SocketAddr::new(a.ip(), 0).into())?;
+        }
+        LocalBind::Port(a) => {
+            s.set_reuse_address(true)?;
+            s.bind(&a.into())?;
+        }
+    }
+    match s.connect(&to.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(s.into())
+}
+
+/// `IP_BIND_ADDRESS_NO_PORT` (Linux 4.2), which `socket2` does not offer.
+fn set_bind_address_no_port(s: &Socket) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a live c_int and its size is passed as the option length;
+    // the descriptor belongs to `s`, which outlives the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Runs `f` on `socket2`'s view of a descriptor the caller holds open for the call.
+fn with_sock<R>(fd: RawFd, f: impl FnOnce(SockRef<'_>) -> R) -> R {
+    // SAFETY: every caller in this file documents that `fd` is held open for the
+    // call, and the borrow ends with it; the kernel validates the number on every
+    // use, so a wrong one gives EBADF/ENOTSOCK, never memory unsafety.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    f(SockRef::from(&fd))
+}
+
+/// `TCP_NODELAY`: small writes leave at once instead of waiting for Nagle.
+///
+/// # Errors
+/// `setsockopt`'s error (`EBADF`, `ENOTSOCK`, `EOPNOTSUPP` on a non-TCP socket).
+pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
+    with_sock(fd, |s| s.set_tcp_nodelay(true))
+}
+
+/// `SO_LINGER {1, 0}`: the next `close` sends a reset instead of FIN (seed 001's
+/// way of refusing a connection under overload).
+///
+/// # Errors
+/// `setsockopt`'s error.
+pub fn set_reset_on_close(fd: RawFd) -> io::Result<()> {
+    with_sock(fd, |s| s.set_linger(Some(Duration::ZERO)))
+}
+
+/// The pending error of a socket (`SO_ERROR`, which reading clears): how a
+/// non-blocking `connect` failed; `None` when there is none. If `SO_ERROR`
+/// itself cannot be read, that failure is the answer.
+pub fn take_error(fd: RawFd) -> Option<io::Error> {
+    with_sock(fd, |s| s.take_error()).unwrap_or_else(Some)
+}
+
+/// True once a non-blocking `connect` has completed (`getpeername` succeeds);
+/// false while it is in progress or after it failed (see [`take_error`]).
+pub fn is_connected(fd: RawFd) -> bool {
+    with_sock(fd, |s| s.peer_addr().is_ok())
+}
+
+/// The address a socket is bound to.
+///
+/// # Errors
+/// `getsockname`'s error, or an address family other than IPv4/IPv6.
+pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    with_sock(fd, |s| s.local_addr())?
+        .as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not an IP socket"))
+}
+
+/// Sets or clears `O_NONBLOCK`.
+///
+/// # Errors
+/// `fcntl`'s error.
+pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
+    with_sock(fd, |s| s.set_nonblocking(on))
+}
+
+/// `SO_RCVTIMEO`: a blocking `accept` or `read` gives `EAGAIN` after `t`, so a
+/// thread sleeping in one still looks at its stop flag now and then.
+///
+/// # Errors
+/// `setsockopt`'s error.
+pub fn set_recv_timeout(fd: RawFd, t: Duration) -> io::Result<()> {
+    with_sock(fd, |s| s.set_read_timeout(Some(t)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn listen_connect_and_options_round_trip() {
+        let l = listen("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = local_addr(l.as_raw_fd()).unwrap();
+        assert_ne!(addr.port(), 0);
+        let local = LocalBind::Address("127.0.0.2:0".parse().unwrap());
+        let c = connect(addr, local, true).unwrap();
+        assert_eq!(
+            local_addr(c.as_raw_fd()).unwrap().ip().to_string(),
+            "127.0.0.2"
+        );
+        // Blocking accept (with a timeout, so a failure cannot hang the test).
+        set_nonblocking(l.as_raw_fd(), false).unwrap();
+        set_recv_timeout(l.as_raw_fd(), Duration::from_secs(5)).unwrap();
+        let listener = std::net::TcpListener::from(l);
+        let (mut server, peer) = listener.accept().unwrap();
+        assert_eq!(peer.ip().to_string(), "127.0.0.2");
+        let fd = c.as_raw_fd();
+        assert!(take_error(fd).is_none());
+        assert!(is_connected(fd));
+        let mut client = std::net::TcpStream::from(c);
+        client.set_nonblocking(false).unwrap();
+        client.write_all(b"ping").unwrap();
+        let mut buf = [0; 4];
+        server.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping");
+        // A reset instead of FIN: the peer's read fails rather than seeing EOF.
+        set_reset_on_close(server.as_raw_fd()).unwrap();
+        drop(server);
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let err = client.read(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
+    }
+
+    #[test]
+    fn refused_connect_reports_through_so_error() {
+        // A port that is bound but not listening refuses, and stays ours while
+        // the test runs (no other test can take it).
+        let bound = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        bound
+            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        let port = bound.local_addr().unwrap().as_socket().unwrap();
+        match connect(port, LocalBind::Kernel, false) {
+            // Loopback may refuse at once...
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused),
+            // ...or through SO_ERROR once the attempt is over.
+            Ok(c) => {
+                let fd = c.as_raw_fd();
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one live pollfd, count 1.
+                assert_eq!(unsafe { libc::poll(&mut pfd, 1, 5000) }, 1);
+                let e = take_error(fd).expect("a pending error");
+                assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
+                assert!(!is_connected(fd));
+            }
+        }
+    }
+
+    #[test]
+    fn reuseport_binds_one_address_twice() {
+        let opts = ListenOptions {
+            reuseport: true,
+            ..ListenOptions::default()
+        };
+        let a = listen("127.0.0.1:0".parse().unwrap(), opts).unwrap();
+        let addr = local_addr(a.as_raw_fd()).unwrap();
+        let b = listen(addr, opts).unwrap();
+        assert_eq!(local_addr(b.as_raw_fd()).unwrap(), addr);
+        let plain = listen(addr, ListenOptions::default());
+        assert_eq!(plain.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+    }
+}
