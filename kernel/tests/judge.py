@@ -23,7 +23,7 @@ SUITE_TESTS = {
     "semantics": ["evq_semantics"],
     "devpoll": ["devpoll_semantics"],
     "fuzz": ["evq_fuzz"],
-    "bench": ["evq_bench"],
+    "bench": ["evq_bench", "figure8"],
     "loadunload": ["load_unload_100"],
     "wakeone": ["evq_bench_wakeone"],
     "rust": ["capi_api_test_kmod", "capi_api_test_kmod-ring", "evq_torture"],
@@ -72,6 +72,21 @@ def judge_boot(log, suites, qemu_rc):
     not_ok = [l for l in lines if l.startswith("not ok ") or re.match(r"^test .* \.\.\. FAILED$", l)]
     problems += [f"failed case: {l}" for l in not_ok]
     rust_counts = [l for l in lines if l.startswith("test result: ")]
+    # Each harness summary, attributed to the suite that printed it: the lab's
+    # conformance claim counts passed, failed and ignored tests per binary.
+    harness, current = [], None
+    for l in lines:
+        m = re.search(r"EVQ-TEST-BEGIN (\S+)", l)
+        if m:
+            current = m.group(1)
+        m = re.match(r"test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored", l)
+        if m and current:
+            harness.append({
+                "suite": current, "ok": m.group(1) == "ok", "passed": int(m.group(2)),
+                "failed": int(m.group(3)), "ignored": int(m.group(4)),
+            })
+            if int(m.group(4)):
+                problems.append(f"{current}: {m.group(4)} test(s) ignored")
 
     cycles = None
     for l in lines:
@@ -107,7 +122,8 @@ def judge_boot(log, suites, qemu_rc):
                 continue
             records.setdefault(r.get("kind", "misc"), []).append(r)
     return {
-        "problems": problems, "results": results, "rust": rust_counts, "cycles": cycles,
+        "problems": problems, "results": results, "rust": rust_counts, "harness": harness,
+        "cycles": cycles,
         "bad": bad, "kernel_lines": len(kernel_lines), "records": records,
     }
 
@@ -120,7 +136,7 @@ def main():
     ap.add_argument("--elapsed", type=int, default=0)
     a = ap.parse_args()
 
-    problems, results, rust, bad, records = [], [], [], [], {}
+    problems, results, rust, harness, bad, records = [], [], [], [], [], {}
     cycles, kernel_lines, boots = None, 0, []
     for spec in a.boot:
         log, suites, rc = spec.rsplit(":", 2)
@@ -130,6 +146,7 @@ def main():
         problems += j["problems"]
         results += j["results"]
         rust += j["rust"]
+        harness += j["harness"]
         bad += j["bad"]
         kernel_lines += j["kernel_lines"]
         cycles = j["cycles"] if j["cycles"] is not None else cycles
@@ -146,6 +163,7 @@ def main():
         "boots": boots,
         "tests": results,
         "rust_results": rust,
+        "rust_harness": harness,
         "load_unload_cycles": cycles,
         "kernel_log_problems": bad,
         "kernel_log_lines": kernel_lines,

@@ -44,7 +44,7 @@ pub fn for_each_backend(needs: impl Fn(&Capabilities) -> bool, mut check: impl F
             continue;
         }
         if let Err(e) = kind.available() {
-            evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
+            evq_testkit::skip_backend(kind.name(), e);
             continue;
         }
         if !needs(&kind.capabilities()) {
