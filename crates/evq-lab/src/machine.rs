@@ -28,17 +28,12 @@ pub fn machine() -> MachineInfo {
         .and_then(|c| c.model_name(0).map(|s| s.trim().to_string()))
         .unwrap_or_else(|| "unknown".into());
     let memory_mib = procfs::Meminfo::current().map_or(0, |m| m.mem_total / (1024 * 1024));
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into a live rlimit.
-    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    let (_, nofile_hard) = rlimit::Resource::NOFILE.get().unwrap_or((0, 0));
     MachineInfo {
         cpu,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         memory_mib,
-        nofile_hard: lim.rlim_max,
+        nofile_hard,
         loadavg_at_start: crate::procinfo::loadavg_line(),
         rustc: command_line("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
     }

@@ -10,8 +10,9 @@
 
 pub use crate::probe_fds::FdKind;
 use crate::probe_fds::ProbeFds;
-use crate::resources::{raise_nofile, CpuTime};
+use crate::resources::raise_nofile;
 use evq::{BackendKind, EventQueue, Events, Interest, Options};
+use evq_os::CpuUsage as CpuTime;
 use serde::{Deserialize, Serialize};
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -180,10 +181,10 @@ fn run_evq(kind: BackendKind, l: &Loop) -> io::Result<Sample> {
     let mut rng = Xorshift(seed);
     let n = probes.read_fds.len() as u64;
     let mut start = Instant::now();
-    let mut cpu0 = CpuTime::of_this_thread();
+    let mut cpu0 = CpuTime::of_thread();
     for it in 0..warmup + iters {
         if it == warmup {
-            cpu0 = CpuTime::of_this_thread();
+            cpu0 = CpuTime::of_thread();
             start = Instant::now();
         }
         let p = (rng.next() % n) as usize;
@@ -202,13 +203,13 @@ fn run_evq(kind: BackendKind, l: &Loop) -> io::Result<Sample> {
         }
     }
     let elapsed = start.elapsed();
-    let cpu = CpuTime::of_this_thread().since(cpu0);
+    let cpu = CpuTime::of_thread().since(cpu0);
     Ok(sample(elapsed, cpu, iters))
 }
 
 fn run_raw(kind: i32, l: &Loop) -> io::Result<Sample> {
     let (probes, iters, warmup, seed, batch) = (l.probes, l.iters, l.warmup, l.seed, l.batch);
-    let cpu0 = CpuTime::of_this_thread();
+    let cpu0 = CpuTime::of_thread();
     let mut scan_ns = 0i64;
     // SAFETY: the fd arrays are live, `n` long, and stay open for the call;
     // `scan_ns` points to a live i64.
@@ -229,7 +230,7 @@ fn run_raw(kind: i32, l: &Loop) -> io::Result<Sample> {
     if ns < 0 {
         return Err(io::Error::from_raw_os_error(-ns as i32));
     }
-    let cpu = CpuTime::of_this_thread().since(cpu0);
+    let cpu = CpuTime::of_thread().since(cpu0);
     let mut s = sample(Duration::from_nanos(ns as u64), cpu, iters);
     if kind == 1 {
         s.scan_ns = Some(scan_ns as f64 / iters as f64);

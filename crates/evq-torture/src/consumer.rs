@@ -411,7 +411,11 @@ impl<'a> Consumer<'a> {
                 let got: Vec<Event> = events.iter().copied().collect();
                 self.handle(&got, checking || draining)?;
                 if checking && !draining {
-                    self.checkpoint_step(checkpoint);
+                    // A full batch may have left ready channels behind it (a batch of
+                    // one filled by an expired timer, a listener, a notification), so
+                    // it says nothing about whether the queue went quiet.
+                    let batch_full = got.len() == events.capacity();
+                    self.checkpoint_step(checkpoint, batch_full);
                 }
             }
             Ok(())
@@ -423,13 +427,16 @@ impl<'a> Consumer<'a> {
     }
 
     /// A quiet checkpoint: the producers are still and have flushed, so once three
-    /// waits in a row bring no channel event, every armed channel must have been
+    /// waits in a row bring no channel event and leave room in their batch (a full
+    /// batch of timers or listener events does not show the queue empty — under a
+    /// starved CPU many timers expire at once and fill batches of one, which once
+    /// passed here for three quiet waits), every armed channel must have been
     /// read to the end — data left on one is an event that was never delivered,
     /// whatever the mode (a spent oneshot or a revoked registration may keep its
     /// data; an armed one may not).
-    fn checkpoint_step(&mut self, checkpoint: u64) {
+    fn checkpoint_step(&mut self, checkpoint: u64, batch_full: bool) {
         let began = *self.checkpoint_began.get_or_insert_with(Instant::now);
-        if self.channel_events == 0 {
+        if self.channel_events == 0 && !batch_full {
             self.quiet_waits += 1;
         } else {
             self.quiet_waits = 0;

@@ -25,23 +25,16 @@ fn sigq() -> String {
 }
 
 fn set_limits() {
-    // SAFETY: getrlimit/setrlimit with live rlimit structs.
-    unsafe {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0);
-        r.rlim_cur = r.rlim_max.min(4096);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
-        assert!(
-            r.rlim_cur as usize > 2 * SOCKETS + 64,
-            "RLIMIT_NOFILE too low"
-        );
-        assert_eq!(libc::getrlimit(libc::RLIMIT_SIGPENDING, &mut r), 0);
-        r.rlim_cur = LIMIT;
-        assert_eq!(libc::setrlimit(libc::RLIMIT_SIGPENDING, &r), 0);
-    }
+    let (_, hard) = rlimit::Resource::NOFILE.get().expect("getrlimit");
+    let soft = hard.min(4096);
+    rlimit::Resource::NOFILE
+        .set(soft, hard)
+        .expect("setrlimit NOFILE");
+    assert!(soft as usize > 2 * SOCKETS + 64, "RLIMIT_NOFILE too low");
+    let (_, hard) = rlimit::Resource::SIGPENDING.get().expect("getrlimit");
+    rlimit::Resource::SIGPENDING
+        .set(LIMIT, hard)
+        .expect("setrlimit SIGPENDING");
 }
 
 fn run(kind: BackendKind, mode: Mode) {

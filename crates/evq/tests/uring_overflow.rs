@@ -14,16 +14,10 @@ use std::time::{Duration, Instant};
 const SOCKETS: usize = 500;
 
 fn raise_nofile() {
-    // SAFETY: getrlimit/setrlimit with a live rlimit struct.
-    unsafe {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut r), 0);
-        r.rlim_cur = r.rlim_max.min(4096);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &r), 0);
-    }
+    let (_, hard) = rlimit::Resource::NOFILE.get().expect("getrlimit");
+    rlimit::Resource::NOFILE
+        .set(hard.min(4096), hard)
+        .expect("setrlimit NOFILE");
 }
 
 fn run(mode: Mode, already_ready: bool) {

@@ -23,19 +23,7 @@ pub fn require_tool(tool: &str, package: &str) -> bool {
 /// Raises the soft descriptor limit to the hard one (20,000 on the CI machine) and
 /// returns the new soft limit.
 pub fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-    }
-    lim.rlim_cur
+    rlimit::increase_nofile_limit(u64::MAX).expect("getrlimit/setrlimit NOFILE")
 }
 
 /// Runs this test binary again once per other backend evq has here, each in a

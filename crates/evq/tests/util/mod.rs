@@ -12,17 +12,7 @@ pub const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Raises the soft descriptor limit to the hard one (20,000 on the CI machine).
 pub fn raise_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
+    rlimit::increase_nofile_limit(u64::MAX).expect("raise RLIMIT_NOFILE");
 }
 
 /// A connected, non-blocking socket pair: (ours, peer).
