@@ -104,7 +104,7 @@ figure8() {
 	done
 	echo "EVQ-TEST-END figure8 rc=$rc seconds=$(($(date +%s) - t0))"
 }
-has bench && [ "$BENCH" != trace ] && [ -x /rust/evq ] && figure8
+has figure8 && figure8
 
 # Wake-one alone, where the guest has several CPUs (the bench boot has one).
 has wakeone && run evq_bench_wakeone 600 /tests/evq_bench "$BENCH" wakeone

@@ -172,6 +172,7 @@ fn lab_smoke_writes_a_well_formed_report() {
         "herd",
         "proxy",
         "load-client",
+        "kernel",
     ] {
         assert!(names.contains(&want), "{names:?}");
     }

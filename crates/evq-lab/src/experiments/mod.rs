@@ -5,6 +5,7 @@ pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
 pub mod herd;
+pub mod kernel;
 pub mod load_client;
 pub mod pipe_scaling;
 pub mod proxy;
@@ -24,6 +25,7 @@ pub const ALL: &[&dyn Scenario] = &[
     &proxy::Proxy,
     &load_client::LoadClient,
     &reliability::Reliability,
+    &kernel::Kernel,
 ];
 
 /// The scenario named `name`.
