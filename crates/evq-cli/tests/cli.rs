@@ -172,6 +172,8 @@ fn lab_smoke_writes_a_well_formed_report() {
         "herd",
         "proxy",
         "load-client",
+        "async",
+        "reliability",
         "kernel",
     ] {
         assert!(names.contains(&want), "{names:?}");

@@ -3,12 +3,14 @@
 //! binary mounts them in two lines. Library users leave the feature off and
 //! build the configs themselves; their builds carry no clap.
 
-use crate::config::{AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
+use crate::config::{bounds, AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
 use crate::request::Limits;
 use crate::{ProxyHandle, ServerHandle};
+use clap::builder::TypedValueParser;
 use evq::{BackendKind, LoadLimiter};
-use std::io;
+use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -16,7 +18,42 @@ fn backend(name: &Option<String>) -> io::Result<Option<BackendKind>> {
     name.as_deref().map(str::parse).transpose()
 }
 
-/// `evq serve`'s flags.
+/// A count flag that must fall in `range` ([`crate::bounds`]): clap refuses
+/// anything else before the command starts, naming the flag and the range.
+fn count_in(range: RangeInclusive<usize>) -> impl TypedValueParser<Value = usize> {
+    let (lo, hi) = (*range.start() as u64, *range.end() as u64);
+    clap::value_parser!(u64).range(lo..=hi).map(|v| v as usize)
+}
+
+/// A number flag (seconds, a gain) that must be finite and fall in `range`.
+fn number_in(range: RangeInclusive<f64>) -> impl Fn(&str) -> Result<f64, String> + Clone {
+    move |s: &str| {
+        let v: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not a number"))?;
+        if v.is_finite() && range.contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!("{s} is not in {}..={}", range.start(), range.end()))
+        }
+    }
+}
+
+/// Seconds, in a range already checked by [`number_in`].
+fn secs(v: f64) -> Duration {
+    Duration::from_secs_f64(v)
+}
+
+fn stats_path(s: &str) -> Result<String, String> {
+    crate::config::check_stats_path(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// `evq serve`'s flags. Every number has a range ([`crate::bounds`]); a value
+/// outside it stops the command before it starts, with a message naming the
+/// flag and the range.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -25,8 +62,8 @@ pub struct ServeArgs {
     /// Backend (select, select-improved, poll, epoll, ...); default: EVQ_BACKEND or the best.
     #[arg(long)]
     pub backend: Option<String>,
-    /// Worker threads, one event queue each.
-    #[arg(long, default_value_t = 1)]
+    /// Worker threads, one event queue each (1..=1024).
+    #[arg(long, default_value_t = 1, value_parser = count_in(bounds::THREADS))]
     pub threads: usize,
     /// How threads share the listening address.
     #[arg(long, value_enum, default_value_t = AcceptMode::Exclusive)]
@@ -38,69 +75,68 @@ pub struct ServeArgs {
     /// Serve static files beneath this directory (default: the fixed reply).
     #[arg(long)]
     pub root: Option<PathBuf>,
-    /// Size of the fixed reply in bytes.
-    #[arg(long, default_value_t = 1024)]
+    /// Size of the fixed reply in bytes (0..=268435456: it is held in memory;
+    /// serve larger bodies from a file with --root).
+    #[arg(long, default_value_t = 1024, value_parser = count_in(bounds::REPLY_SIZE))]
     pub reply_size: usize,
     /// Reset new connections while overloaded (seed 001's load limiting).
     #[arg(long)]
     pub shed: bool,
-    /// Gain of the smoothed events-per-call average.
-    #[arg(long, default_value_t = LoadLimiter::DEFAULT_GAIN)]
+    /// Gain of the smoothed events-per-call average (0.001..=1).
+    #[arg(long, default_value_t = LoadLimiter::DEFAULT_GAIN, value_parser = number_in(bounds::SHED_GAIN))]
     pub shed_gain: f64,
-    /// Events-per-call average above which connections are reset.
-    #[arg(long, default_value_t = LoadLimiter::DEFAULT_THRESHOLD)]
+    /// Events-per-call average above which connections are reset (0..=65536).
+    #[arg(long, default_value_t = LoadLimiter::DEFAULT_THRESHOLD, value_parser = number_in(bounds::SHED_THRESHOLD))]
     pub shed_threshold: f64,
-    /// Most events per get_next_event call while shedding.
-    #[arg(long, default_value_t = 23)]
+    /// Most events per get_next_event call while shedding (1..=65536).
+    #[arg(long, default_value_t = 23, value_parser = count_in(bounds::MAX_EVENTS))]
     pub shed_max_events: usize,
-    /// Most events per get_next_event call otherwise.
-    #[arg(long, default_value_t = 256)]
+    /// Most events per get_next_event call otherwise (1..=65536).
+    #[arg(long, default_value_t = 256, value_parser = count_in(bounds::MAX_EVENTS))]
     pub max_events: usize,
-    /// Seconds a client has to finish a request head once started.
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds a client has to finish a request head once started (0.001..=86400).
+    #[arg(long, default_value_t = 10.0, value_parser = number_in(bounds::TIMEOUT_SECS))]
     pub header_timeout: f64,
-    /// Seconds a connection may stay idle.
-    #[arg(long, default_value_t = 60.0)]
+    /// Seconds a connection may stay idle (0.001..=86400).
+    #[arg(long, default_value_t = 60.0, value_parser = number_in(bounds::TIMEOUT_SECS))]
     pub idle_timeout: f64,
-    /// Largest request head in bytes (more: 431).
-    #[arg(long, default_value_t = 8192)]
+    /// Largest request head in bytes, more is 431 (64..=1048576).
+    #[arg(long, default_value_t = 8192, value_parser = count_in(bounds::MAX_HEAD))]
     pub max_head: usize,
-    /// Longest request target in bytes (more: 414).
-    #[arg(long, default_value_t = 4096)]
+    /// Longest request target in bytes, more is 414 (1..=1048576).
+    #[arg(long, default_value_t = 4096, value_parser = count_in(bounds::MAX_URI))]
     pub max_uri: usize,
-    /// Most connections open at once.
-    #[arg(long, default_value_t = 100_000)]
+    /// Most connections open at once (1..=1073741824); past it, the oldest idle
+    /// keep-alive connection makes room, or the new one is closed.
+    #[arg(long, default_value_t = 100_000, value_parser = count_in(bounds::MAX_CONNS))]
     pub max_conns: usize,
     /// Serve the counters as JSON at this path (e.g. /.evq/stats).
-    #[arg(long)]
+    #[arg(long, value_parser = stats_path)]
     pub stats_path: Option<String>,
-    /// Seconds a graceful shutdown waits for in-flight requests.
-    #[arg(long, default_value_t = 5.0)]
+    /// Seconds a graceful stop (SIGINT/SIGTERM) lets in-flight requests finish
+    /// (0..=3600).
+    #[arg(long, default_value_t = 5.0, value_parser = number_in(bounds::GRACE_SECS))]
     pub grace: f64,
+    /// Seconds an open file is served without looking its path up again
+    /// (0..=3600; nginx's open_file_cache_valid).
+    #[arg(long, default_value_t = 1.0, value_parser = number_in(bounds::FILE_CACHE_VALID_SECS))]
+    pub file_cache_valid: f64,
     /// Print the counters as JSON at exit instead of text.
     #[arg(long)]
     pub json: bool,
-}
-
-fn secs(v: f64, what: &str) -> io::Result<Duration> {
-    Duration::try_from_secs_f64(v).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("--{what} must be a non-negative number of seconds"),
-        )
-    })
 }
 
 impl ServeArgs {
     /// The config these flags describe (`handle_signals` on).
     ///
     /// # Errors
-    /// An unknown backend name or a bad duration.
+    /// An unknown backend name, or a value out of range (flags built by clap
+    /// were checked already; this checks flags built by hand).
     pub fn to_config(&self) -> io::Result<ServeConfig> {
-        Ok(ServeConfig {
+        let cfg = ServeConfig {
             listen: self.listen,
             backend: backend(&self.backend)?,
-            threads: self.threads.max(1),
+            threads: self.threads,
             accept: self.accept,
             mode: self.mode,
             root: self.root.clone(),
@@ -108,25 +144,41 @@ impl ServeArgs {
             shed: self.shed.then_some(ShedConfig {
                 gain: self.shed_gain,
                 threshold: self.shed_threshold,
-                max_events: self.shed_max_events.max(1),
+                max_events: self.shed_max_events,
             }),
-            max_events: self.max_events.max(1),
-            header_timeout: secs(self.header_timeout, "header-timeout")?,
-            idle_timeout: secs(self.idle_timeout, "idle-timeout")?,
+            max_events: self.max_events,
+            header_timeout: duration("--header-timeout", self.header_timeout)?,
+            idle_timeout: duration("--idle-timeout", self.idle_timeout)?,
             limits: Limits {
-                max_head: self.max_head.max(64),
-                max_uri: self.max_uri.max(1),
+                max_head: self.max_head,
+                max_uri: self.max_uri,
             },
-            max_conns: self.max_conns.max(1),
+            max_conns: self.max_conns,
             stats_path: self.stats_path.clone(),
             handle_signals: true,
-            grace: secs(self.grace, "grace")?,
+            grace: duration("--grace", self.grace)?,
+            file_cache_valid: duration("--file-cache-valid", self.file_cache_valid)?,
             backlog: 4096,
-        })
+        };
+        cfg.validate()?;
+        Ok(cfg)
     }
 }
 
-/// `evq proxy`'s flags.
+/// Seconds as a duration; a negative or non-finite value (possible only in
+/// flags built by hand) is an error naming the flag.
+fn duration(flag: &str, v: f64) -> io::Result<Duration> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(secs(v))
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{flag} is {v}, not a number of seconds"),
+        ))
+    }
+}
+
+/// `evq proxy`'s flags, with ranges as `evq serve`'s.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ProxyArgs {
     /// Address clients connect to.
@@ -138,15 +190,30 @@ pub struct ProxyArgs {
     /// Backend (select, select-improved, poll, epoll, ...).
     #[arg(long)]
     pub backend: Option<String>,
-    /// Seconds the origin has to connect and answer before the client gets 504.
-    #[arg(long, default_value_t = 10.0)]
+    /// How connections are registered: level or oneshot (default: level where
+    /// the backend has it).
+    #[arg(long, value_enum)]
+    pub mode: Option<DeliveryMode>,
+    /// Seconds the origin has to connect and answer before the client gets 504
+    /// (0.001..=86400).
+    #[arg(long, default_value_t = 10.0, value_parser = number_in(bounds::TIMEOUT_SECS))]
     pub origin_timeout: f64,
-    /// Seconds a client connection may stay idle.
-    #[arg(long, default_value_t = 60.0)]
+    /// Seconds a client connection may stay idle (0.001..=86400).
+    #[arg(long, default_value_t = 60.0, value_parser = number_in(bounds::TIMEOUT_SECS))]
     pub idle_timeout: f64,
-    /// Idle origin connections kept for reuse.
-    #[arg(long, default_value_t = 64)]
+    /// Idle origin connections kept for reuse (0..=65536).
+    #[arg(long, default_value_t = 64, value_parser = count_in(bounds::POOL_SIZE))]
     pub pool_size: usize,
+    /// Largest request head in bytes, more is 431 (64..=1048576).
+    #[arg(long, default_value_t = 8192, value_parser = count_in(bounds::MAX_HEAD))]
+    pub max_head: usize,
+    /// Longest request target in bytes, more is 414 (1..=1048576).
+    #[arg(long, default_value_t = 4096, value_parser = count_in(bounds::MAX_URI))]
+    pub max_uri: usize,
+    /// Seconds a graceful stop (SIGINT/SIGTERM) lets exchanges in flight finish
+    /// (0..=3600).
+    #[arg(long, default_value_t = 5.0, value_parser = number_in(bounds::GRACE_SECS))]
+    pub grace: f64,
     /// Print the counters as JSON at exit instead of text.
     #[arg(long)]
     pub json: bool,
@@ -156,69 +223,84 @@ impl ProxyArgs {
     /// The config these flags describe (`handle_signals` on).
     ///
     /// # Errors
-    /// An unknown backend name or a bad duration.
+    /// An unknown backend name, or a value out of range.
     pub fn to_config(&self) -> io::Result<ProxyConfig> {
-        Ok(ProxyConfig {
+        let cfg = ProxyConfig {
             listen: self.listen,
             origin: self.origin,
             backend: backend(&self.backend)?,
-            origin_timeout: secs(self.origin_timeout, "origin-timeout")?,
-            idle_timeout: secs(self.idle_timeout, "idle-timeout")?,
+            origin_timeout: duration("--origin-timeout", self.origin_timeout)?,
+            idle_timeout: duration("--idle-timeout", self.idle_timeout)?,
             pool_size: self.pool_size,
-            mode: None,
-            limits: Limits::default(),
+            mode: self.mode,
+            limits: Limits {
+                max_head: self.max_head,
+                max_uri: self.max_uri,
+            },
             handle_signals: true,
-        })
+            grace: duration("--grace", self.grace)?,
+        };
+        cfg.validate()?;
+        Ok(cfg)
     }
+}
+
+/// Writes one line to stdout, returning the error instead of panicking as
+/// `println!` does when stdout is closed (`evq serve --json | head -c 10`):
+/// the command then fails with a message, never by a signal or a panic.
+fn print_line(line: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()
+}
+
+/// A status line on stderr; a closed stderr loses it, and nothing else.
+fn note(line: &str) {
+    let _ = writeln!(io::stderr(), "{line}");
 }
 
 /// `evq serve`: runs the server these flags describe until SIGINT/SIGTERM, then
 /// prints its counters (text, or JSON with `--json`) to stdout.
 ///
 /// # Errors
-/// Bad flags, bind errors, or the error that ended a worker.
-pub fn run_serve(args: &ServeArgs) -> std::io::Result<()> {
+/// Bad flags, bind errors, the error that ended a worker, or stdout closed.
+pub fn run_serve(args: &ServeArgs) -> io::Result<()> {
     let cfg = args.to_config()?;
     // Connections are descriptors: take all the hard limit allows.
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let server = ServerHandle::start(&cfg)?;
-    eprintln!(
+    note(&format!(
         "evq serve: listening on {} ({} thread(s), {} backend)",
         server.addr(),
         cfg.threads,
         server.report().backend
-    );
+    ));
     let report = server.wait()?;
     if args.json {
-        println!("{}", report.to_json());
+        print_line(&report.to_json())
     } else {
-        println!("{report}");
+        print_line(&report.to_string())
     }
-    Ok(())
 }
 
 /// `evq proxy`: runs the proxy these flags describe until SIGINT/SIGTERM, then
 /// prints its counters.
 ///
 /// # Errors
-/// Bad flags, bind errors, or the error that ended the loop.
-pub fn run_proxy(args: &ProxyArgs) -> std::io::Result<()> {
+/// Bad flags, bind errors, the error that ended the loop, or stdout closed.
+pub fn run_proxy(args: &ProxyArgs) -> io::Result<()> {
     let cfg = args.to_config()?;
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let handle = ProxyHandle::start(&cfg)?;
-    eprintln!(
+    note(&format!(
         "evq proxy: listening on {}, origin {}",
         handle.addr(),
         cfg.origin
-    );
+    ));
     let report = handle.wait()?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).unwrap_or_else(|_| "{}".into())
-        );
+        print_line(&serde_json::to_string(&report).map_err(io::Error::other)?)
     } else {
-        println!("{report}");
+        print_line(&report.to_string())
     }
-    Ok(())
 }

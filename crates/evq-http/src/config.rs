@@ -1,11 +1,89 @@
-//! What `evq serve` and `evq proxy` are told: plain config structs. The command
-//! line's flags that build them are in `cli.rs` (feature `cli`).
+//! What `evq serve` and `evq proxy` are told: plain config structs, and the
+//! range every setting must fall in ([`bounds`]). The command line's flags that
+//! build the configs are in `cli.rs` (feature `cli`) and check the same ranges
+//! as they are parsed; [`ServeConfig::validate`] and [`ProxyConfig::validate`]
+//! check them again for library users, and `start` calls them. Nothing is
+//! clamped: a value out of range is an error that names the setting and the
+//! range.
 
 use crate::request::Limits;
 use evq::{BackendKind, LoadLimiter};
+use std::io;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The range of every setting of [`ServeConfig`] and [`ProxyConfig`], and why
+/// it ends where it does. The flags of `evq serve` and `evq proxy` have the same
+/// ranges (a flag in seconds takes the `*_SECS` range).
+pub mod bounds {
+    use std::ops::RangeInclusive;
+
+    /// Worker threads (`--threads`): at least one; at most 1,024, more than any
+    /// machine evq runs on has CPUs. Each thread costs an event queue, a stop
+    /// pipe, a spare descriptor and, with `--accept reuseport`, a socket.
+    pub const THREADS: RangeInclusive<usize> = 1..=1024;
+    /// Bytes of the fixed reply (`--reply-size`): it is built in memory once, at
+    /// start, and sent from there. 256 MiB is five orders of magnitude past the
+    /// sizes the sources measured and stays well inside memory; larger bodies
+    /// belong in a file served with `--root` (sent by `sendfile`, never held in
+    /// memory).
+    pub const REPLY_SIZE: RangeInclusive<usize> = 0..=256 << 20;
+    /// Events per `get_next_event` (`--max-events`, `--shed-max-events`): the
+    /// batch buffer is allocated once; past 65,536 a larger batch buys nothing.
+    pub const MAX_EVENTS: RangeInclusive<usize> = 1..=65_536;
+    /// Connections open at once (`--max-conns`): 2^30 is the kernel's ceiling on
+    /// descriptors per process (`fs.nr_open`), so no larger value can be reached.
+    pub const MAX_CONNS: RangeInclusive<usize> = 1..=1 << 30;
+    /// Bytes of a request head (`--max-head`): each connection reading a head
+    /// holds a buffer this size. 64 holds the shortest request with a `Host`;
+    /// 1 MiB is 128 times the usual 8 KiB.
+    pub const MAX_HEAD: RangeInclusive<usize> = 64..=1 << 20;
+    /// Bytes of a request target (`--max-uri`).
+    pub const MAX_URI: RangeInclusive<usize> = 1..=1 << 20;
+    /// Header, idle and origin timeouts in seconds (`--header-timeout`,
+    /// `--idle-timeout`, `--origin-timeout`): from a millisecond (the timers'
+    /// resolution) to a day (deadlines are kept as milliseconds in 32 bits, 49
+    /// days at most).
+    pub const TIMEOUT_SECS: RangeInclusive<f64> = 0.001..=86_400.0;
+    /// Seconds a graceful stop waits for in-flight requests (`--grace`): 0 closes
+    /// them at once; an hour at most.
+    pub const GRACE_SECS: RangeInclusive<f64> = 0.0..=3_600.0;
+    /// Seconds an open file is trusted without looking up its path again
+    /// (`--file-cache-valid`, nginx's `open_file_cache_valid`): 0 looks it up for
+    /// every request; an hour at most.
+    pub const FILE_CACHE_VALID_SECS: RangeInclusive<f64> = 0.0..=3_600.0;
+    /// Gain of the load limiter's smoothed average (`--shed-gain`): above 0 (0
+    /// would never move) and at most 1 (the latest batch alone).
+    pub const SHED_GAIN: RangeInclusive<f64> = 0.001..=1.0;
+    /// Events per call above which the server sheds (`--shed-threshold`): no
+    /// batch holds more than [`MAX_EVENTS`].
+    pub const SHED_THRESHOLD: RangeInclusive<f64> = 0.0..=65_536.0;
+    /// Idle origin connections the proxy keeps (`--pool-size`): 0 keeps none.
+    pub const POOL_SIZE: RangeInclusive<usize> = 0..=65_536;
+}
+
+/// `Err(InvalidInput)` naming `what` and its range unless `v` is in `range`.
+fn check<T: PartialOrd + std::fmt::Display>(
+    what: &str,
+    v: T,
+    range: &RangeInclusive<T>,
+) -> io::Result<()> {
+    if range.contains(&v) {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} is {v}, not in {}..={}", range.start(), range.end()),
+        ))
+    }
+}
+
+/// As [`check`], for a duration against a range in seconds.
+fn check_secs(what: &str, d: Duration, range: &RangeInclusive<f64>) -> io::Result<()> {
+    check(what, d.as_secs_f64(), range)
+}
 
 /// How worker threads share the listening address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,8 +180,61 @@ pub struct ServeConfig {
     pub handle_signals: bool,
     /// How long a graceful shutdown waits for in-flight requests.
     pub grace: Duration,
+    /// How long an open file is trusted before its path is looked up again
+    /// (files are served from a per-thread cache of open descriptors).
+    pub file_cache_valid: Duration,
     /// Listen backlog.
     pub backlog: i32,
+}
+
+impl ServeConfig {
+    /// Checks every setting against its range in [`bounds`].
+    ///
+    /// # Errors
+    /// `InvalidInput` naming the first setting out of range and its range.
+    pub fn validate(&self) -> io::Result<()> {
+        check("threads", self.threads, &bounds::THREADS)?;
+        check("reply_size", self.reply_size, &bounds::REPLY_SIZE)?;
+        check("max_events", self.max_events, &bounds::MAX_EVENTS)?;
+        if let Some(shed) = &self.shed {
+            check("shed.gain", shed.gain, &bounds::SHED_GAIN)?;
+            check("shed.threshold", shed.threshold, &bounds::SHED_THRESHOLD)?;
+            check("shed.max_events", shed.max_events, &bounds::MAX_EVENTS)?;
+        }
+        check_secs("header_timeout", self.header_timeout, &bounds::TIMEOUT_SECS)?;
+        check_secs("idle_timeout", self.idle_timeout, &bounds::TIMEOUT_SECS)?;
+        check("limits.max_head", self.limits.max_head, &bounds::MAX_HEAD)?;
+        check("limits.max_uri", self.limits.max_uri, &bounds::MAX_URI)?;
+        check("max_conns", self.max_conns, &bounds::MAX_CONNS)?;
+        check_secs("grace", self.grace, &bounds::GRACE_SECS)?;
+        check_secs(
+            "file_cache_valid",
+            self.file_cache_valid,
+            &bounds::FILE_CACHE_VALID_SECS,
+        )?;
+        if self.backlog < 1 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("backlog is {}, not at least 1", self.backlog),
+            ));
+        }
+        if let Some(p) = &self.stats_path {
+            check_stats_path(p)?;
+        }
+        Ok(())
+    }
+}
+
+/// A stats path is a request target's path: it starts with `/`.
+pub(crate) fn check_stats_path(p: &str) -> io::Result<()> {
+    if p.starts_with('/') && !p.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("stats path {p:?} must start with / and hold no spaces or control characters"),
+        ))
+    }
 }
 
 impl Default for ServeConfig {
@@ -125,6 +256,7 @@ impl Default for ServeConfig {
             stats_path: None,
             handle_signals: false,
             grace: Duration::from_secs(5),
+            file_cache_valid: Duration::from_secs(1),
             backlog: 4096,
         }
     }
@@ -152,6 +284,23 @@ pub struct ProxyConfig {
     pub limits: Limits,
     /// Stop on SIGINT/SIGTERM.
     pub handle_signals: bool,
+    /// How long a graceful stop lets exchanges in flight finish.
+    pub grace: Duration,
+}
+
+impl ProxyConfig {
+    /// Checks every setting against its range in [`bounds`].
+    ///
+    /// # Errors
+    /// `InvalidInput` naming the first setting out of range and its range.
+    pub fn validate(&self) -> io::Result<()> {
+        check_secs("origin_timeout", self.origin_timeout, &bounds::TIMEOUT_SECS)?;
+        check_secs("idle_timeout", self.idle_timeout, &bounds::TIMEOUT_SECS)?;
+        check("pool_size", self.pool_size, &bounds::POOL_SIZE)?;
+        check("limits.max_head", self.limits.max_head, &bounds::MAX_HEAD)?;
+        check("limits.max_uri", self.limits.max_uri, &bounds::MAX_URI)?;
+        check_secs("grace", self.grace, &bounds::GRACE_SECS)
+    }
 }
 
 impl Default for ProxyConfig {
@@ -166,6 +315,7 @@ impl Default for ProxyConfig {
             mode: None,
             limits: Limits::default(),
             handle_signals: false,
+            grace: Duration::from_secs(5),
         }
     }
 }

@@ -13,12 +13,14 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
-/// A document root: an `O_PATH` descriptor (for `openat2` beneath it) and its
-/// canonical path (for the canonicalize-and-check fallback).
+/// A document root: an `O_PATH` descriptor (for `openat2` beneath it), its
+/// canonical path (for the canonicalize-and-check fallback), and how long a file
+/// opened beneath it is trusted before its path is looked up again.
 #[derive(Debug)]
 pub struct FileRoot {
     fd: OwnedFd,
     path: PathBuf,
+    cache_valid: std::time::Duration,
 }
 
 impl FileRoot {
@@ -31,7 +33,19 @@ impl FileRoot {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in root path"))?;
         let fd = sys::open_root(&c)?;
-        Ok(FileRoot { fd, path })
+        Ok(FileRoot {
+            fd,
+            path,
+            cache_valid: FILE_CACHE_VALID,
+        })
+    }
+
+    /// The same root, its open files trusted for `valid` before their paths are
+    /// looked up again (default 1 s, nginx's `open_file_cache_valid`; zero looks
+    /// every request's path up).
+    pub fn cache_valid(mut self, valid: std::time::Duration) -> FileRoot {
+        self.cache_valid = valid;
+        self
     }
 }
 
@@ -172,8 +186,8 @@ fn open_under(root: &FileRoot, rel: &[u8]) -> Result<RawFd, u16> {
 
 /// Slots in a thread's open-file cache (direct-mapped by path hash).
 const FILE_CACHE_SLOTS: usize = 64;
-/// How long a cached open file is trusted before the path is resolved again
-/// (nginx's `open_file_cache_valid`, 1 s).
+/// How long a cached open file is trusted before the path is resolved again, by
+/// default (nginx's `open_file_cache_valid`, 1 s).
 const FILE_CACHE_VALID: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// An open regular file kept for its request path. A request for a small file
@@ -181,6 +195,14 @@ const FILE_CACHE_VALID: std::time::Duration = std::time::Duration::from_secs(1);
 /// for a larger file gets a `dup` (cheaper than resolving the path beneath the
 /// root again), so evicting an entry never disturbs a response still being sent
 /// from it.
+///
+/// A response promises the file's length in its head, so the size kept here is
+/// trusted only where a change is caught before the head goes out. A small
+/// file's body is read whole while the request is handled: a file that shrank
+/// fails that read, and the caller [`FileCache::forget`]s the entry and opens
+/// the path again. A larger file is sent later by `sendfile`, so its size is
+/// read again (`fstat` of the `dup`) when the request is handled. Either way
+/// the head says what the file holds now.
 #[derive(Debug)]
 struct CachedFile {
     key: Vec<u8>,
@@ -202,6 +224,8 @@ pub(crate) struct OpenFile {
     pub info: sys::FileInfo,
     /// Its content type.
     pub content_type: &'static str,
+    /// The cache slot that holds (or held) it.
+    slot: usize,
 }
 
 /// A thread's open-file cache.
@@ -228,6 +252,19 @@ fn path_hash(p: &[u8]) -> usize {
 }
 
 impl FileCache {
+    /// Drops the entry a borrowed `file` came from: the file changed under it,
+    /// and the next [`FileCache::open`] of its path looks it up again. `file`'s
+    /// descriptor is closed with the entry.
+    pub(crate) fn forget(&mut self, file: &OpenFile) {
+        if let Some(entry) = self.slots.get_mut(file.slot) {
+            if !file.owned && entry.fd == file.fd {
+                evq_os::io::close(entry.fd);
+                entry.fd = -1;
+                entry.key.clear();
+            }
+        }
+    }
+
     /// Opens the regular file `path` (from [`resolve_path`]) names beneath `root` (a
     /// directory means its `index.html`, and `path` is rewritten to it), through the
     /// cache. Files of at most `borrow_up_to` bytes come back borrowed from the
@@ -260,19 +297,32 @@ impl FileCache {
         let entry = &self.slots[slot];
         if entry.fd >= 0
             && entry.key == path[..]
-            && now.duration_since(entry.opened) < FILE_CACHE_VALID
+            && now.duration_since(entry.opened) < root.cache_valid
         {
-            let found = |fd, owned| OpenFile {
-                fd,
-                owned,
-                info: entry.info,
-                content_type: entry.content_type,
-            };
             if entry.info.size <= borrow_up_to {
-                return Ok(found(entry.fd, false));
+                return Ok(OpenFile {
+                    fd: entry.fd,
+                    owned: false,
+                    info: entry.info,
+                    content_type: entry.content_type,
+                    slot,
+                });
             }
             if let Ok(fd) = sys::dup(entry.fd) {
-                return Ok(found(fd, true));
+                // Sent later by sendfile: the size promised must be today's.
+                return match sys::fstat(fd) {
+                    Ok(info) => Ok(OpenFile {
+                        fd,
+                        owned: true,
+                        info,
+                        content_type: entry.content_type,
+                        slot,
+                    }),
+                    Err(_) => {
+                        evq_os::io::close(fd);
+                        Err(500)
+                    }
+                };
             }
         }
         // Claim the slot for this path now, before an index.html rewrite changes it.
@@ -321,6 +371,7 @@ impl FileCache {
             owned: true,
             info,
             content_type: ctype,
+            slot,
         };
         let keep = if info.size <= borrow_up_to {
             opened.owned = false;

@@ -33,6 +33,8 @@ mod cli;
 mod config;
 pub mod date;
 mod files;
+mod intermediary;
+mod linger;
 mod listener;
 mod proxy;
 mod relay;
@@ -45,7 +47,7 @@ mod worker;
 
 #[cfg(feature = "cli")]
 pub use cli::{run_proxy, run_serve, ProxyArgs, ServeArgs};
-pub use config::{AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
+pub use config::{bounds, AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
 pub use proxy::{proxy, ProxyHandle};
 pub use server::{serve, ServerHandle};
 pub use stats::{ProxyReport, ServeReport};

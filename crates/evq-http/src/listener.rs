@@ -61,6 +61,8 @@ pub(crate) struct Listener {
     rearm: bool,
     /// A descriptor was freed while paused for want of them.
     freed: bool,
+    /// Times the listener itself failed (`accept` said it cannot accept).
+    failures: u64,
 }
 
 impl Listener {
@@ -85,7 +87,14 @@ impl Listener {
             left: 0,
             rearm: false,
             freed: false,
+            failures: 0,
         })
+    }
+
+    /// Times the listener itself failed (closed, shut down, not listening)
+    /// and accepting paused.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures
     }
 
     /// The token of a listener's registration and of its pause timer.
@@ -119,7 +128,10 @@ impl Listener {
                     self.pause(queue, true);
                     return Next::Refused;
                 }
-                Accept::Failed(_) => self.pause(queue, false),
+                Accept::Failed(_) => {
+                    self.failures += 1;
+                    self.pause(queue, false);
+                }
             }
         }
         self.left = 0;
@@ -186,8 +198,26 @@ impl Listener {
         self.freed && self.resume(queue)
     }
 
+    /// For a graceful stop: no new clients from now on. Closes the socket if
+    /// this loop owns it ([`Listener::close`]); a socket shared with other
+    /// threads (owned by the server's handle) is shut down instead: on Linux
+    /// `shutdown(SHUT_RD)` takes a listening socket out of the listening state,
+    /// so new clients are refused at once rather than completing a handshake no
+    /// one will answer. Its number stays held by the owner, so no thread's
+    /// `accept` or `close` can meet a reused number. (Every thread stops on the
+    /// same flag, so shutting it for all is what each of them wants.)
+    pub(crate) fn stop_listening(&mut self, queue: &mut EventQueue) {
+        if self.owned.is_none() && self.state != State::Closed {
+            evq_os::io::shutdown(self.fd, std::net::Shutdown::Read);
+        }
+        self.close(queue);
+    }
+
     /// Stops watching for good, and closes the socket if this loop owns it.
     pub(crate) fn close(&mut self, queue: &mut EventQueue) {
+        if self.state == State::Closed {
+            return;
+        }
         if let State::Paused { timer, .. } = self.state {
             queue.cancel_timer(timer);
         }

@@ -6,8 +6,11 @@
 //! response byte-for-byte while [`evq_wire::Framing`] tracks where it ends, so the origin
 //! connection can go back to the pool. Failures become status codes: origin
 //! refused, reset or garbage before any response byte → 502; no answer within the
-//! origin timeout → 504. A pooled connection that the origin closed while idle is
-//! retried once on a fresh connection when the request had no body.
+//! origin timeout → 504. A pooled connection found closed before a request goes
+//! out on it is dropped; when it closes unanswered after the request went out,
+//! the origin may have performed it, so only an idempotent request without a
+//! body (RFC 9110 §9.2.2) is resent, once, on a fresh connection — any other
+//! gets a 502.
 
 use crate::config::ProxyConfig;
 use crate::relay::Relay;
@@ -26,7 +29,7 @@ pub struct ProxyHandle {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     notifier: Notifier,
-    thread: Option<JoinHandle<io::Result<ProxyReport>>>,
+    thread: Option<JoinHandle<(ProxyReport, io::Result<()>)>>,
 }
 
 impl ProxyHandle {
@@ -73,11 +76,21 @@ impl ProxyHandle {
         self.addr
     }
 
-    /// Stops the proxy (open connections are closed) and returns its counters.
+    /// Stops the proxy gracefully (see [`ProxyHandle::request_stop`]), waits
+    /// for it, and returns its counters — the counters so far even when an
+    /// error ended its loop ([`ProxyHandle::wait`] returns the error).
     pub fn stop(mut self) -> ProxyReport {
+        self.request_stop();
+        self.join().0
+    }
+
+    /// Starts a graceful stop without waiting for it: the listener closes at
+    /// once, idle connections close, and exchanges in flight go on for up to
+    /// the grace period ([`ProxyConfig::grace`]), their responses saying
+    /// `Connection: close`.
+    pub fn request_stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
         let _ = self.notifier.notify();
-        self.join().unwrap_or_default()
     }
 
     /// Waits until the proxy stops (SIGINT/SIGTERM with `handle_signals`).
@@ -85,15 +98,19 @@ impl ProxyHandle {
     /// # Errors
     /// The error that ended the proxy's loop.
     pub fn wait(mut self) -> io::Result<ProxyReport> {
-        self.join()
+        let (report, result) = self.join();
+        result.map(|()| report)
     }
 
-    fn join(&mut self) -> io::Result<ProxyReport> {
+    fn join(&mut self) -> (ProxyReport, io::Result<()>) {
         match self.thread.take() {
-            Some(t) => t
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("proxy thread panicked"))),
-            None => Ok(ProxyReport::default()),
+            Some(t) => t.join().unwrap_or_else(|_| {
+                (
+                    ProxyReport::default(),
+                    Err(io::Error::other("proxy thread panicked")),
+                )
+            }),
+            None => (ProxyReport::default(), Ok(())),
         }
     }
 }

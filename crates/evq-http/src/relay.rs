@@ -4,6 +4,8 @@
 
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
+use crate::intermediary::{forward_request, forward_response, Persistence};
+use crate::linger::{self, Drained};
 use crate::listener::{Listener, Next};
 use crate::request::write_error;
 use crate::stats::ProxyReport;
@@ -11,12 +13,16 @@ use crate::sys::later;
 use crate::token::{decode, next_generation, token, Kind};
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
 use evq_os::StopPipe;
-use evq_wire::{parse_response_head, BodyHeaders, Framing, Strictness};
+use evq_wire::{
+    has_token, parse_response_head, BodyHeaders, Framing, Strictness, MAX_RESPONSE_HEADERS,
+};
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+
+mod reclaim;
 
 const HIGH_WATER: usize = 64 * 1024;
 const ORIGIN_BUF: usize = 16 * 1024;
@@ -41,8 +47,21 @@ struct Client {
     close_after: bool,
     /// The client half-closed (EOF) during an exchange: answer, then close.
     eof: bool,
+    /// Close after a lingering close: the proxy answered with an error and the
+    /// client may still be sending (see `linger.rs`).
+    linger_after: bool,
+    /// In a lingering close: our side is shut, input is read and dropped.
+    lingering: bool,
     sent_head: Vec<u8>,
+    /// The request may be sent again if the origin drops it unanswered: its
+    /// method is idempotent (RFC 9110 §9.2.2) and it has no body (a body goes
+    /// to the origin as it arrives and is not kept).
+    retryable: bool,
     retried: bool,
+    /// The request came as HTTP/1.0: no interim response may reach it.
+    http10: bool,
+    /// The request said `Expect: 100-continue`: a `100 Continue` may reach it.
+    expects_continue: bool,
     deadline: Instant,
     timer: Option<(TimerId, Instant)>,
 }
@@ -76,6 +95,9 @@ pub(crate) struct Relay {
     date: DateCache,
     now: Instant,
     report: ProxyReport,
+    /// A graceful stop began: no new clients, every response says close, and
+    /// the loop ends when no client is left or at this deadline.
+    stopping: Option<Instant>,
 }
 
 enum Io {
@@ -137,6 +159,7 @@ impl Relay {
             date: DateCache::new(),
             now: Instant::now(),
             report: ProxyReport::default(),
+            stopping: None,
             mode,
         })
     }
@@ -146,10 +169,32 @@ impl Relay {
         self.queue.notifier()
     }
 
-    pub(crate) fn run(mut self) -> io::Result<ProxyReport> {
+    /// Relays until stopped; the counters, and the error that ended the loop
+    /// if one did (the counters are true either way).
+    pub(crate) fn run(mut self) -> (ProxyReport, io::Result<()>) {
+        let result = self.relay();
+        self.report.listener_failures = self.listener.failures();
+        self.listener.close(&mut self.queue);
+        for i in 0..self.clients.len() {
+            if self.clients[i].fd >= 0 {
+                self.close_client(i);
+            }
+        }
+        for i in 0..self.origins.len() {
+            if self.origins[i].fd >= 0 {
+                self.close_origin(i);
+            }
+        }
+        (std::mem::take(&mut self.report), result)
+    }
+
+    fn relay(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(256);
         loop {
-            self.queue.get_next_event(&mut events, None)?;
+            let timeout = self
+                .stopping
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            self.queue.get_next_event(&mut events, timeout)?;
             self.now = Instant::now();
             self.date.refresh();
             for ev in events.iter() {
@@ -177,24 +222,47 @@ impl Relay {
             if self.listener.end_round(&mut self.queue) {
                 self.on_accept();
             }
-            if self.stop.load(Ordering::Relaxed)
-                || (self.signal.is_some() && evq_os::stop_requested())
-            {
-                break;
+            let stop = self.stop.load(Ordering::Relaxed)
+                || (self.signal.is_some() && evq_os::stop_requested());
+            if stop && self.stopping.is_none() {
+                self.begin_stop();
+            }
+            if let Some(deadline) = self.stopping {
+                let open = self.clients.len() - self.free_clients.len();
+                if open == 0 || Instant::now() >= deadline {
+                    return Ok(());
+                }
             }
         }
-        self.listener.close(&mut self.queue);
+    }
+
+    /// A graceful stop: the listener closes (new clients are refused), idle
+    /// clients and pooled origin connections close, and exchanges in flight
+    /// (a request head begun included) go on for up to the grace period, their
+    /// responses saying `Connection: close`.
+    fn begin_stop(&mut self) {
+        self.stopping = Some(later(Instant::now(), self.cfg.grace));
+        self.listener.stop_listening(&mut self.queue);
+        if let Some(pipe) = self.signal.take() {
+            // Level-triggered and readable from now on: it would spin the loop.
+            let _ = self
+                .queue
+                .declare_interest(pipe.fd(), Interest::empty(), Options::new(0));
+        }
         for i in 0..self.clients.len() {
-            if self.clients[i].fd >= 0 {
+            let c = &mut self.clients[i];
+            if c.fd < 0 {
+                continue;
+            }
+            if !c.exchange && c.in_len == 0 && c.out_pos >= c.out.len() {
                 self.close_client(i);
+            } else {
+                c.keep_alive = false;
             }
         }
-        for i in 0..self.origins.len() {
-            if self.origins[i].fd >= 0 {
-                self.close_origin(i);
-            }
+        for o in std::mem::take(&mut self.pool) {
+            self.close_origin(o);
         }
-        Ok(std::mem::take(&mut self.report))
     }
 
     fn origin_live(&self, o: usize, generation: u32) -> bool {
@@ -214,7 +282,11 @@ impl Relay {
         loop {
             match self.listener.next(&mut self.queue) {
                 Next::Conn(fd) => self.admit(fd),
-                Next::Refused => {}
+                Next::Refused => {
+                    self.report.refused += 1;
+                    // Make room for the clients behind the one just shed.
+                    self.reclaim_idle(reclaim::EXHAUSTED_BATCH);
+                }
                 Next::End => return,
             }
         }
@@ -246,8 +318,13 @@ impl Relay {
                     keep_alive: true,
                     close_after: false,
                     eof: false,
+                    linger_after: false,
+                    lingering: false,
                     sent_head: Vec::new(),
+                    retryable: false,
                     retried: false,
+                    http10: false,
+                    expects_continue: false,
                     deadline: self.now,
                     timer: None,
                 });
@@ -264,6 +341,8 @@ impl Relay {
         c.exchange = false;
         c.close_after = false;
         c.eof = false;
+        c.linger_after = false;
+        c.lingering = false;
         let d = later(self.now, self.cfg.idle_timeout);
         self.set_deadline(i, d);
         self.drive_client(i);
@@ -354,6 +433,7 @@ impl Relay {
         let c = &mut self.clients[i];
         if !c.forwarded {
             write_error(&mut c.out, status, self.date.text(), "");
+            c.linger_after = !c.eof;
         }
         c.exchange = false;
         c.close_after = true;
@@ -433,11 +513,21 @@ impl Relay {
             self.fail_exchange(i, 400);
             return true;
         };
-        c.keep_alive = bh.persistent(req.version == Some(1));
-        c.head_only = req.method == Some("HEAD");
-        c.req_body = req_body;
         c.sent_head.clear();
-        c.sent_head.extend_from_slice(&c.inbuf[..head_len]);
+        if let Err(status) = forward_request(&req, &mut c.sent_head) {
+            self.report.bad_requests += 1;
+            self.fail_exchange(i, status);
+            return true;
+        }
+        c.keep_alive = bh.persistent(req.version == Some(1)) && self.stopping.is_none();
+        c.http10 = req.version == Some(0);
+        c.expects_continue = req
+            .headers
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case("expect") && has_token(h.value, "100-continue"));
+        c.head_only = req.method == Some("HEAD");
+        c.retryable = req.method.is_some_and(idempotent) && req_body.is_done();
+        c.req_body = req_body;
         c.inbuf.copy_within(head_len..c.in_len, 0);
         c.in_len -= head_len;
         c.resp_head = false;
@@ -446,7 +536,7 @@ impl Relay {
         c.origin_reusable = false;
         c.retried = false;
         c.exchange = true;
-        let o = match self.pool.pop() {
+        let o = match self.pooled_origin() {
             Some(o) => {
                 self.report.origin_reuses += 1;
                 self.origins[o].reused = true;
@@ -470,6 +560,21 @@ impl Relay {
         self.set_deadline(i, d);
         self.pump_request_body(i);
         true
+    }
+
+    /// An idle pooled origin connection that still looks open. One the origin
+    /// closed (or wrote to) while idle is dropped here, before a request is
+    /// sent on it: a request that cannot have been received needs no retry,
+    /// whatever its method.
+    fn pooled_origin(&mut self) -> Option<usize> {
+        while let Some(o) = self.pool.pop() {
+            if still_open(self.origins[o].fd) {
+                return Some(o);
+            }
+            self.report.stale_pooled += 1;
+            self.close_origin(o);
+        }
+        None
     }
 
     /// Moves buffered request-body bytes to the origin's output.
@@ -498,6 +603,12 @@ impl Relay {
     }
 
     fn drive_client(&mut self, i: usize) {
+        if self.clients[i].lingering {
+            return match linger::drain(self.clients[i].fd) {
+                Drained::Done => self.close_client(i),
+                Drained::Waiting => self.update_client_interest(i),
+            };
+        }
         loop {
             let c = &mut self.clients[i];
             let pending = c.out.len() - c.out_pos;
@@ -516,9 +627,19 @@ impl Relay {
                 Io::Blocked => break,
                 Io::Closed => return self.close_client(i),
             }
-            let c = &self.clients[i];
+            let c = &mut self.clients[i];
             if c.close_after && !c.exchange {
-                return self.close_client(i);
+                if !c.linger_after {
+                    return self.close_client(i);
+                }
+                // The error reply is out: shut our side, drop what the client
+                // still sends, close when it is done or the time is up.
+                c.lingering = true;
+                c.in_len = 0;
+                linger::begin(c.fd);
+                let d = later(self.now, linger::LINGER);
+                self.set_deadline(i, d);
+                return self.drive_client(i);
             }
             if !c.exchange && c.in_len > 0 && self.start_exchange(i) {
                 if let Some(o) = self.clients[i].origin {
@@ -578,14 +699,15 @@ impl Relay {
     /// per request.
     fn client_reading(&self, i: usize) -> bool {
         let c = &self.clients[i];
-        !c.eof
-            && if c.exchange {
-                c.req_body.is_done()
-                    || c.origin
-                        .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
-            } else {
-                !c.close_after
-            }
+        c.lingering
+            || !c.eof
+                && if c.exchange {
+                    c.req_body.is_done()
+                        || c.origin
+                            .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
+                } else {
+                    !c.close_after
+                }
     }
 
     fn update_client_interest(&mut self, i: usize) {
@@ -714,8 +836,12 @@ impl Relay {
             c.exchange = false;
             c.close_after = true;
             self.report.relayed += 1;
-        } else if reused && nothing_back && !c.retried && c.req_body.is_done() {
-            // A pooled connection the origin had closed while idle: resend once.
+        } else if reused && nothing_back && !c.retried && c.retryable {
+            // A pooled connection the origin closed as the request went out
+            // (its idle timeout, say): it may or may not have received it, so
+            // only an idempotent request without a body is sent again, once.
+            // Anything else gets a 502 (RFC 9110 §9.2.2: a proxy must not
+            // retry a non-idempotent request automatically).
             self.report.retries += 1;
             match self.connect_origin() {
                 Ok(n) => {
@@ -764,11 +890,31 @@ impl Relay {
                         return false;
                     }
                 };
-                c.out.extend_from_slice(&or.inbuf[..head.len]);
+                let interim = head.status < 200;
+                // No interim response reaches an HTTP/1.0 client (RFC 9110
+                // §15.2), and `100 Continue` only one that asked for it.
+                let pass = !interim || (!c.http10 && (head.status != 100 || c.expects_continue));
+                if !interim && (head.framing == Framing::UntilClose || self.stopping.is_some()) {
+                    c.keep_alive = false;
+                }
+                if pass {
+                    let persistence = if interim {
+                        Persistence::KeepAlive { http10: false }
+                    } else if c.keep_alive {
+                        Persistence::KeepAlive { http10: c.http10 }
+                    } else {
+                        Persistence::Close
+                    };
+                    let mut fields = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
+                    let mut resp = httparse::Response::new(&mut fields);
+                    // Parsed once already (parse_response_head): it parses again.
+                    let _ = resp.parse(&or.inbuf[..head.len]);
+                    forward_response(&resp, persistence, &mut c.out);
+                }
                 or.inbuf.copy_within(head.len..or.in_len, 0);
                 or.in_len -= head.len;
-                if head.status < 200 {
-                    // Interim response (100 Continue): relay it, wait for the final one.
+                if interim {
+                    // Wait for the final response.
                     continue;
                 }
                 c.forwarded = true;
@@ -776,9 +922,6 @@ impl Relay {
                 c.resp_body = head.framing;
                 // HTTP/1.1, no `Connection: close`, and a body that ends before close.
                 c.origin_reusable = head.http11 && head.keep_alive;
-                if c.resp_body == Framing::UntilClose {
-                    c.keep_alive = false;
-                }
             } else {
                 match c.resp_body.advance(&or.inbuf[..or.in_len]) {
                     Ok(step) => {
@@ -828,6 +971,33 @@ impl Relay {
         }
         self.drive_client(i);
     }
+}
+
+/// Methods whose effect is the same however often they are performed (RFC
+/// 9110 §9.2.2).
+fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
+}
+
+/// Whether an idle connection is still open with nothing to read: a peek that
+/// would block. End of file, bytes the origin sent unasked, or an error all
+/// mean it cannot carry a request.
+fn still_open(fd: RawFd) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: recv(2) writes at most 1 byte into `b`, which lives across the
+    // call; MSG_PEEK leaves the socket's data in place, MSG_DONTWAIT never blocks.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
 }
 
 /// Sends `out[*pos..]`; clears the buffer when all is sent.

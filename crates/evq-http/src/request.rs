@@ -12,7 +12,7 @@ use crate::date::{format_http_date, parse_http_date, HTTP_DATE_LEN};
 use crate::files::FileCache;
 pub use crate::files::{content_type, resolve_path, FileRoot};
 use crate::sys;
-use evq_wire::{has_token, parse_content_length};
+use evq_wire::BodyHeaders;
 use std::io::Write;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -285,35 +285,37 @@ pub fn handle_request(
         return error(input.len(), if known { 405 } else { 501 }, out, date);
     }
     let http10 = version == 0;
-    let mut keep_alive = !http10;
     let mut has_host = false;
-    let mut body_len = 0u64;
+    let mut framing = BodyHeaders::default();
     let mut ims = None;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"connection") {
-            if has_token(h.value, "close") {
-                keep_alive = false;
-            } else if has_token(h.value, "keep-alive") {
-                keep_alive = true;
+        // Content-Length (conflicting values in any order are a 400), Transfer-
+        // Encoding and Connection (every line's options combined) are read as
+        // the proxy and `evq load` read them.
+        match framing.field(name, h.value) {
+            Ok(true) => {}
+            Ok(false) if name.eq_ignore_ascii_case(b"host") => {
+                if has_host {
+                    return error(input.len(), 400, out, date);
+                }
+                has_host = true;
             }
-        } else if name.eq_ignore_ascii_case(b"host") {
-            if has_host {
-                return error(input.len(), 400, out, date);
+            Ok(false) if name.eq_ignore_ascii_case(b"if-modified-since") => {
+                ims = parse_http_date(h.value);
             }
-            has_host = true;
-        } else if name.eq_ignore_ascii_case(b"content-length") {
-            match parse_content_length(h.value) {
-                Some(n) if body_len == 0 || body_len == n => body_len = n,
-                _ => return error(input.len(), 400, out, date),
-            }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            // A GET with a chunked body: not worth decoding; refuse and close.
-            return error(input.len(), 400, out, date);
-        } else if name.eq_ignore_ascii_case(b"if-modified-since") {
-            ims = parse_http_date(h.value);
+            Ok(false) => {}
+            Err(_) => return error(input.len(), 400, out, date),
         }
     }
+    // A GET with a coded body: not worth decoding; refuse and close (RFC 9112
+    // §6.3 allows a server to refuse Transfer-Encoding with Content-Length, and
+    // §6.1 says a 1.0 message with it is faulty).
+    if framing.has_transfer_encoding {
+        return error(input.len(), 400, out, date);
+    }
+    let mut keep_alive = framing.persistent(!http10);
+    let body_len = framing.length.unwrap_or(0);
     if !http10 && !has_host {
         return error(input.len(), 400, out, date);
     }
@@ -376,55 +378,64 @@ pub fn handle_request(
             if let Err(status) = resolve_path(target.as_bytes(), &mut scratch.path) {
                 return error(input.len(), status, out, date);
             }
-            let file = match scratch
-                .files
-                .open(root, &mut scratch.path, COPY_LIMIT as u64)
-            {
-                Ok(f) => f,
-                Err(status) => return error(input.len(), status, out, date),
-            };
-            let (fd, info, ctype) = (file.fd, file.info, file.content_type);
-            let not_modified = ims.is_some_and(|t| info.mtime <= t);
-            let status = if not_modified { 304 } else { 200 };
-            let head_start = out.len();
-            write_head(
-                out,
-                &Head {
+            // A small file found shorter than its cache entry says (truncated
+            // under it) is forgotten and opened again, once: the head always
+            // says what the file holds when it is written.
+            for fresh in [false, true] {
+                let file = match scratch
+                    .files
+                    .open(root, &mut scratch.path, COPY_LIMIT as u64)
+                {
+                    Ok(f) => f,
+                    Err(status) => return error(input.len(), status, out, date),
+                };
+                let (fd, info, ctype) = (file.fd, file.info, file.content_type);
+                let not_modified = ims.is_some_and(|t| info.mtime <= t);
+                let status = if not_modified { 304 } else { 200 };
+                let head_start = out.len();
+                write_head(
+                    out,
+                    &Head {
+                        status,
+                        date,
+                        content_type: ctype,
+                        length: info.size,
+                        last_modified: Some(info.mtime),
+                        keep_alive,
+                        http10,
+                    },
+                );
+                let body = if is_head || not_modified || info.size == 0 {
+                    if file.owned {
+                        evq_os::io::close(fd);
+                    }
+                    Body::None
+                } else if !file.owned {
+                    // A small file, borrowed from the cache: its bytes follow the
+                    // head in the same buffer, so head and body leave in one send.
+                    let start = out.len();
+                    out.resize(start + info.size as usize, 0);
+                    if sys::pread_all(fd, &mut out[start..]).is_err() {
+                        out.truncate(head_start);
+                        scratch.files.forget(&file);
+                        if fresh {
+                            // Shrank again between opening and reading, or unreadable.
+                            return error(input.len(), 500, out, date);
+                        }
+                        continue;
+                    }
+                    Body::None
+                } else {
+                    Body::File { fd, len: info.size }
+                };
+                return Outcome::Done(Reply {
+                    consumed,
                     status,
-                    date,
-                    content_type: ctype,
-                    length: info.size,
-                    last_modified: Some(info.mtime),
                     keep_alive,
-                    http10,
-                },
-            );
-            let body = if is_head || not_modified || info.size == 0 {
-                if file.owned {
-                    evq_os::io::close(fd);
-                }
-                Body::None
-            } else if !file.owned {
-                // A small file, borrowed from the cache: its bytes follow the head
-                // in the same buffer, so head and body leave in one send.
-                let start = out.len();
-                out.resize(start + info.size as usize, 0);
-                if sys::pread_all(fd, &mut out[start..]).is_err() {
-                    // Shorter than the length just promised (truncated under us)
-                    // or unreadable: this response cannot be kept.
-                    out.truncate(head_start);
-                    return error(input.len(), 500, out, date);
-                }
-                Body::None
-            } else {
-                Body::File { fd, len: info.size }
-            };
-            Outcome::Done(Reply {
-                consumed,
-                status,
-                keep_alive,
-                body,
-            })
+                    body,
+                });
+            }
+            error(input.len(), 500, out, date)
         }
     }
 }

@@ -34,9 +34,12 @@ impl ServerHandle {
     /// Binds, builds one queue per thread and starts serving.
     ///
     /// # Errors
-    /// Bind/listen errors, an unavailable backend, a backend without wake-one for
-    /// `--accept exclusive` with several threads, an unreadable `--root`.
+    /// A setting out of range ([`ServeConfig::validate`]), bind/listen errors, an
+    /// unavailable backend, a backend without wake-one for `--accept exclusive`
+    /// with several threads, an unreadable `--root`, no memory for the fixed
+    /// reply.
     pub fn start(cfg: &ServeConfig) -> io::Result<ServerHandle> {
+        cfg.validate()?;
         evq_os::ignore_sigpipe();
         let kind = match cfg.backend {
             Some(k) => {
@@ -45,7 +48,7 @@ impl ServerHandle {
             }
             None => BackendKind::from_env_or_best()?,
         };
-        let threads = cfg.threads.max(1);
+        let threads = cfg.threads;
         let wake_one = cfg.accept == AcceptMode::Exclusive && threads > 1;
         if wake_one && !kind.capabilities().wake_one {
             return Err(io::Error::new(
@@ -63,8 +66,8 @@ impl ServerHandle {
             ));
         }
         let content = Arc::new(match &cfg.root {
-            Some(dir) => Content::Files(FileRoot::open(dir)?),
-            None => Content::Fixed(fixed_body(cfg.reply_size)),
+            Some(dir) => Content::Files(FileRoot::open(dir)?.cache_valid(cfg.file_cache_valid)),
+            None => Content::Fixed(fixed_body(cfg.reply_size)?),
         });
         // Bind the first socket to learn the port (the config may say 0), then the
         // others (reuseport) to the same address.
@@ -181,7 +184,7 @@ impl ServerHandle {
                 date: DateCache::new(),
                 limiter: cfg.shed.map(|s| LoadLimiter::new(s.gain, s.threshold)),
                 round_accepts: 0,
-                max_events: cfg.shed.map_or(cfg.max_events, |s| s.max_events).max(1),
+                max_events: cfg.shed.map_or(cfg.max_events, |s| s.max_events),
                 header_timeout: cfg.header_timeout,
                 idle_timeout: cfg.idle_timeout,
                 max_conns: cfg.max_conns,
@@ -280,15 +283,23 @@ pub fn serve(cfg: &ServeConfig) -> io::Result<ServeReport> {
     ServerHandle::start(cfg)?.wait()
 }
 
-fn fixed_body(n: usize) -> Arc<[u8]> {
-    // A recognisable, printable pattern rather than zeros.
-    (0..n)
-        .map(|i| {
-            if i % 64 == 63 {
-                b'\n'
-            } else {
-                b'a' + (i % 26) as u8
-            }
-        })
-        .collect()
+/// The fixed reply: a recognisable, printable pattern rather than zeros. Its
+/// size is in range ([`crate::bounds::REPLY_SIZE`]); memory that cannot be had
+/// is an error, not an abort.
+fn fixed_body(n: usize) -> io::Result<Arc<[u8]>> {
+    let mut body = Vec::new();
+    body.try_reserve_exact(n).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!("no memory for a fixed reply of {n} bytes"),
+        )
+    })?;
+    body.extend((0..n).map(|i| {
+        if i % 64 == 63 {
+            b'\n'
+        } else {
+            b'a' + (i % 26) as u8
+        }
+    }));
+    Ok(body.into())
 }

@@ -28,6 +28,7 @@ pub struct WorkerCounters {
     shed_resets: AtomicU64,
     rejected_max_conns: AtomicU64,
     accept_fd_exhausted: AtomicU64,
+    idle_reclaimed: AtomicU64,
     timeouts: AtomicU64,
     wakeups: AtomicU64,
     events: AtomicU64,
@@ -63,6 +64,9 @@ impl WorkerCounters {
     }
     pub(crate) fn fd_exhausted(&self) {
         bump(&self.accept_fd_exhausted, 1);
+    }
+    pub(crate) fn reclaimed(&self, n: usize) {
+        bump(&self.idle_reclaimed, n as u64);
     }
     pub(crate) fn timeout(&self) {
         bump(&self.timeouts, 1);
@@ -116,6 +120,9 @@ pub struct ServeReport {
     /// Accepts that met `EMFILE`/`ENFILE` (connection accepted and closed via the
     /// spare descriptor).
     pub accept_fd_exhausted: u64,
+    /// Idle keep-alive connections closed to make room for new clients when
+    /// descriptors or `--max-conns` ran out.
+    pub idle_reclaimed: u64,
     /// Connections closed by the header or idle timeout.
     pub timeouts: u64,
     /// `get_next_event` calls that returned.
@@ -164,6 +171,7 @@ impl ServeReport {
             r.shed_resets += get(&w.shed_resets);
             r.rejected_max_conns += get(&w.rejected_max_conns);
             r.accept_fd_exhausted += get(&w.accept_fd_exhausted);
+            r.idle_reclaimed += get(&w.idle_reclaimed);
             r.timeouts += get(&w.timeouts);
             r.wakeups += get(&w.wakeups);
             r.events += get(&w.events);
@@ -202,7 +210,7 @@ impl std::fmt::Display for ServeReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "backend {} threads {}: {} requests, {} accepts, {} shed resets, {} rejected (max-conns), {} fd-exhausted accepts, {} timeouts",
+            "backend {} threads {}: {} requests, {} accepts, {} shed resets, {} rejected (max-conns), {} fd-exhausted accepts, {} idle reclaimed, {} timeouts",
             self.backend,
             self.threads,
             self.requests,
@@ -210,6 +218,7 @@ impl std::fmt::Display for ServeReport {
             self.shed_resets,
             self.rejected_max_conns,
             self.accept_fd_exhausted,
+            self.idle_reclaimed,
             self.timeouts
         )?;
         let by: Vec<String> = self
@@ -251,15 +260,28 @@ pub struct ProxyReport {
     pub origin_connects: u64,
     /// Exchanges that reused a pooled origin connection.
     pub origin_reuses: u64,
-    /// Requests resent on a fresh connection after a pooled one turned out closed.
+    /// Idempotent requests without a body resent on a fresh connection after
+    /// the pooled one they went out on closed without an answer.
     pub retries: u64,
+    /// Pooled origin connections found closed (or written to) when about to be
+    /// reused, and dropped before a request was sent on them.
+    pub stale_pooled: u64,
+    /// Client connections refused for want of descriptors or memory (shed
+    /// with the spare descriptor, or accepting paused).
+    pub refused: u64,
+    /// Idle descriptors (pooled origin connections, then idle keep-alive
+    /// clients) closed to make room for new clients when descriptors ran out.
+    pub idle_reclaimed: u64,
+    /// Times the listening socket itself failed (`accept` said it cannot
+    /// accept: shut down, closed) and accepting paused.
+    pub listener_failures: u64,
 }
 
 impl std::fmt::Display for ProxyReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries",
+            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused, {} idle reclaimed, {} listener failures",
             self.accepts,
             self.requests,
             self.relayed,
@@ -268,7 +290,11 @@ impl std::fmt::Display for ProxyReport {
             self.gateway_timeout,
             self.origin_connects,
             self.origin_reuses,
-            self.retries
+            self.retries,
+            self.stale_pooled,
+            self.refused,
+            self.idle_reclaimed,
+            self.listener_failures
         )
     }
 }

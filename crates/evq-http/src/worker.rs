@@ -8,6 +8,7 @@
 //! quiet again, so the steady state allocates nothing per request.
 
 use crate::date::DateCache;
+use crate::linger::{self, Drained};
 use crate::listener::{Listener, Next};
 use crate::request::{handle_request, write_simple_head, Body, Outcome, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
@@ -20,6 +21,8 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod reclaim;
 
 /// Buffers kept in a worker's pool beyond which returned ones are freed.
 const POOL_KEEP: usize = 1024;
@@ -45,6 +48,11 @@ pub(crate) struct Conn {
     in_request: bool,
     /// Close once the output is sent.
     close_after: bool,
+    /// ... in a lingering close (`linger.rs`): the reply was an error and the
+    /// client may still be sending.
+    linger_after: bool,
+    /// In a lingering close: our side is shut, input is read and dropped.
+    lingering: bool,
     /// Timeout for whatever the connection is doing now, in milliseconds since
     /// the worker's epoch (4 bytes instead of an `Instant`'s 16).
     deadline: u32,
@@ -189,7 +197,7 @@ impl Worker {
     fn begin_shutdown(&mut self) {
         self.shutdown_deadline = Some(later(Instant::now(), self.grace));
         self.site.closing = true;
-        self.listener.close(&mut self.queue);
+        self.listener.stop_listening(&mut self.queue);
         if let Some(pipe) = self.signal.take() {
             let _ = self
                 .queue
@@ -226,7 +234,11 @@ impl Worker {
         loop {
             match self.listener.next(&mut self.queue) {
                 Next::Conn(fd) => self.admit(fd),
-                Next::Refused => self.shared.counters[self.id].fd_exhausted(),
+                Next::Refused => {
+                    self.shared.counters[self.id].fd_exhausted();
+                    // Make room for the clients behind the one just shed.
+                    self.reclaim_idle(reclaim::EXHAUSTED_BATCH);
+                }
                 Next::End => return,
             }
         }
@@ -237,16 +249,18 @@ impl Worker {
     fn admit(&mut self, fd: RawFd) {
         let counters = &self.shared.counters[self.id];
         counters.accept();
-        if self.limiter.is_some_and(|l| l.overloaded()) {
+        // Connections let in earlier in this round count too, or a burst taken
+        // in one accept batch would all get in before anything is shed.
+        let load = self.round_accepts + 1;
+        if self.limiter.is_some_and(|l| l.overloaded_with(load)) {
             let _ = evq_os::socket::set_reset_on_close(fd);
             evq_os::io::close(fd);
             counters.shed_reset();
             return;
         }
-        if self.shared.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
-            self.shared.open.fetch_sub(1, Ordering::Relaxed);
+        if !self.take_slot() {
             evq_os::io::close(fd);
-            counters.rejected();
+            self.shared.counters[self.id].rejected();
             return;
         }
         let _ = evq_os::socket::set_nodelay(fd);
@@ -268,6 +282,8 @@ impl Worker {
                     interest: Interest::empty(),
                     in_request: false,
                     close_after: false,
+                    linger_after: false,
+                    lingering: false,
                     deadline: 0,
                     timer: None,
                     inbuf: Vec::new(),
@@ -290,6 +306,8 @@ impl Worker {
         c.interest = interest;
         c.in_request = false;
         c.close_after = false;
+        c.linger_after = false;
+        c.lingering = false;
         let tok = token(Kind::Client, index, c.generation);
         if self
             .queue
@@ -421,6 +439,12 @@ impl Worker {
     /// that will bring it back.
     fn drive(&mut self, i: usize) {
         let mut want = Interest::READ;
+        if self.conns[i].lingering {
+            if linger::drain(self.conns[i].fd) == Drained::Done {
+                return self.close_conn(i);
+            }
+            return self.rearm(i, want);
+        }
         loop {
             if self.has_output(i) {
                 match self.flush(i) {
@@ -432,7 +456,14 @@ impl Worker {
                     Flush::Failed => return self.close_conn(i),
                 }
                 if self.conns[i].close_after {
-                    return self.close_conn(i);
+                    if !self.conns[i].linger_after {
+                        return self.close_conn(i);
+                    }
+                    // The error reply is out; the client may still be sending.
+                    self.conns[i].lingering = true;
+                    linger::begin(self.conns[i].fd);
+                    self.set_deadline(i, later(self.now, linger::LINGER));
+                    return self.drive(i);
                 }
                 let timeout = if self.conns[i].in_request {
                     self.header_timeout
@@ -463,6 +494,11 @@ impl Worker {
             let buf = std::mem::take(&mut self.conns[i].inbuf);
             self.give_in(buf);
         }
+        self.rearm(i, want);
+    }
+
+    /// Registers the interest that brings the connection back.
+    fn rearm(&mut self, i: usize, want: Interest) {
         let rearm = match self.conn_mode {
             Mode::Event => false,
             Mode::Level => self.conns[i].interest != want,
@@ -569,6 +605,7 @@ impl Worker {
             c.in_request = c.in_len > 0;
             if !reply.keep_alive {
                 c.close_after = true;
+                c.linger_after = reply.status >= 400;
                 c.in_len = 0;
             }
             c.sending = match reply.body {
@@ -631,9 +668,14 @@ impl Worker {
                     }
                     let chunk = (*left).min(1 << 30) as usize;
                     match sys::sendfile(c.fd, *fd, offset, chunk) {
-                        // The file shrank under us: the promised length cannot be
-                        // kept, so the connection must close.
-                        Ok(0) => return Flush::Failed,
+                        // The file shrank while it was being sent: the length in
+                        // the head, already gone, cannot be kept. A reset, not a
+                        // FIN, so that no client takes the short body for the
+                        // whole (an HTTP/1.0 client reading until close would).
+                        Ok(0) => {
+                            let _ = evq_os::socket::set_reset_on_close(c.fd);
+                            return Flush::Failed;
+                        }
                         Ok(n) => {
                             *left -= n as u64;
                             counters.sent(n);

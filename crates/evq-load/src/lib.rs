@@ -48,6 +48,6 @@ pub use config::{DeadConfig, DeadStyle, Distribution, LoadConfig, LoopMode};
 pub use dead::{run_dead, DeadReport};
 pub use evq_wire::{Fed, FramingError, HeadParser, Reply, ResponseReader};
 pub use load::run_load;
-pub use relay::{LinkSpec, Relay, RelayConfig, RelayReport, QUEUE_LIMIT};
+pub use relay::{LinkSpec, Relay, RelayConfig, RelayReport, ACCEPT_PAUSE, QUEUE_LIMIT};
 pub use stats::{ErrorCounts, ErrorKind, LoadReport, Percentiles, RateSamples, StatusClasses};
 pub use wan::{run_wan, Namespace, NetnsLab, WanConfig, WanReport};

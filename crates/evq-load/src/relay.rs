@@ -12,6 +12,12 @@
 //!
 //! One thread, level mode, interest recomputed after each step; one evq timer per
 //! direction for the head of its queue.
+//!
+//! Accepting pauses when it cannot go on: out of descriptors with no spare to shed
+//! with (or out of memory), or a listener that failed (shut down). A level-triggered
+//! listener stays readable then, so watching it would return at once for ever: it
+//! is unwatched and watched again after [`ACCEPT_PAUSE`], or sooner once a pair
+//! closed and freed descriptors.
 
 use crate::slots::{generation_of, Slots};
 use evq::{EventQueue, Events, Interest, Options, TimerId};
@@ -28,6 +34,8 @@ use std::time::{Duration, Instant};
 pub const QUEUE_LIMIT: usize = 1 << 20;
 const LISTEN_TOKEN: u64 = (1 << 62) - 1;
 const TIMER_BIT: u64 = 1 << 63;
+/// How long accepting pauses when it cannot go on and no descriptor is freed.
+pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Impairment of one direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -64,6 +72,9 @@ pub struct RelayReport {
     pub bytes_to_server: u64,
     /// Bytes forwarded server → client.
     pub bytes_to_client: u64,
+    /// Times accepting paused: out of descriptors with no spare, out of
+    /// memory, or the listener failed.
+    pub accept_pauses: u64,
 }
 
 struct Chunk {
@@ -108,6 +119,8 @@ pub struct Relay {
     pairs: Slots<Pair>,
     rng: u64,
     report: RelayReport,
+    /// Accepting is paused until then (the listener unwatched).
+    paused_until: Option<Instant>,
 }
 
 impl Relay {
@@ -132,6 +145,7 @@ impl Relay {
             pairs: Slots::new(),
             rng: 0x2545_f491_4f6c_dd1d,
             report: RelayReport::default(),
+            paused_until: None,
         })
     }
 
@@ -156,7 +170,9 @@ impl Relay {
             for ev in events.iter() {
                 let token = ev.token();
                 if token == LISTEN_TOKEN {
-                    self.accept_all();
+                    if self.paused_until.is_none() {
+                        self.accept_all();
+                    }
                     continue;
                 }
                 let slot = (token & 0xffff_ffff) as u32;
@@ -177,7 +193,14 @@ impl Relay {
                     self.pairs.put(slot, p);
                 } else {
                     self.release(slot, p);
+                    // The descriptors a pause waits for.
+                    if self.paused_until.is_some() {
+                        self.paused_until = Some(now);
+                    }
                 }
+            }
+            if self.paused_until.is_some_and(|t| Instant::now() >= t) {
+                self.resume_accepting();
             }
         }
         for slot in 0..self.pairs.count() {
@@ -197,9 +220,10 @@ impl Relay {
             let client = match self.acceptor.accept(self.listener.as_raw_fd()) {
                 Accept::Conn(fd) => fd,
                 Accept::Skipped | Accept::Shed => continue,
-                // Out of descriptors with no spare, or a broken listener: try again
-                // on the next event.
-                Accept::Empty | Accept::Exhausted(_) | Accept::Failed(_) => return,
+                Accept::Empty => return,
+                // Out of descriptors with no spare, out of memory, or a broken
+                // listener: the listener stays readable, so pause.
+                Accept::Exhausted(_) | Accept::Failed(_) => return self.pause_accepting(),
             };
             self.report.accepted += 1;
             let _ = evq_os::socket::set_nodelay(client.as_raw_fd());
@@ -225,6 +249,34 @@ impl Relay {
                 continue;
             }
             self.pairs.put(slot, p);
+        }
+    }
+
+    fn pause_accepting(&mut self) {
+        let _ = self.queue.declare_interest(
+            self.listener.as_raw_fd(),
+            Interest::empty(),
+            Options::new(LISTEN_TOKEN),
+        );
+        self.paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+        self.report.accept_pauses += 1;
+    }
+
+    /// Watches the listener again (level mode: waiting clients are reported
+    /// by the next wait), with the spare reopened if it can be.
+    fn resume_accepting(&mut self) {
+        self.paused_until = None;
+        self.acceptor.reserve();
+        if self
+            .queue
+            .declare_interest(
+                self.listener.as_raw_fd(),
+                Interest::READ,
+                Options::new(LISTEN_TOKEN),
+            )
+            .is_err()
+        {
+            self.pause_accepting();
         }
     }
 

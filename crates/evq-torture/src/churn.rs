@@ -322,6 +322,7 @@ impl Consumer<'_> {
                 "timer past its deadline never fired".into(),
             );
         }
+        self.last_notification_check();
         // The readers close here, then the queue.
         let chans = std::mem::take(&mut self.chans);
         drop(

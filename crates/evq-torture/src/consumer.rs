@@ -106,6 +106,8 @@ pub(crate) struct Consumer<'a> {
     /// old file lives on (as it would in another thread or process) and keeps
     /// being written, until round `.1` — a steady source of stale events.
     pub ghosts: Vec<(WriteEnd, u64)>,
+    /// When the last NOTIFY event arrived (for the report of a missed one).
+    pub last_notify: Option<Instant>,
 }
 
 /// Batch capacities a consumer picks from: 1 … 1,024.
@@ -138,6 +140,7 @@ impl<'a> Consumer<'a> {
             quiet_waits: 0,
             checkpoint_began: None,
             channel_events: 0,
+            last_notify: None,
             ghosts: Vec::new(),
             shared,
             cfg,
@@ -478,6 +481,41 @@ impl<'a> Consumer<'a> {
         self.shared.checkpoint_acks[self.cfg.id].store(checkpoint, Ordering::Release);
     }
 
+    /// At the end: if this queue's last notification was not seen in the time the
+    /// case gave it, say whether one zero-timeout wait finds it now (delivered, only
+    /// late) or not (lost), with what the queue and the thread did meanwhile.
+    pub(crate) fn last_notification_check(&mut self) {
+        let w = &self.shared.wakeups[self.cfg.id];
+        let (sent, acked) = (
+            w.sent.load(Ordering::Acquire),
+            w.acked.load(Ordering::Acquire),
+        );
+        if acked >= sent {
+            return;
+        }
+        let since = self.last_notify.map_or("never".to_string(), |t| {
+            format!("{} ms ago", t.elapsed().as_millis())
+        });
+        let mut events = Events::with_capacity(1024);
+        let now = match self.queue.get_next_event(&mut events, Some(Duration::ZERO)) {
+            Ok(_) if events.iter().any(|e| e.token() == NOTIFY_TOKEN) => {
+                "finds it (late, not lost)".to_string()
+            }
+            Ok(n) => format!("finds {n} other event(s) and no NOTIFY"),
+            Err(e) => format!("fails: {e}"),
+        };
+        self.fail(
+            "lost",
+            -1,
+            NOTIFY_TOKEN,
+            format!(
+                "consumer {}: last notification not seen: sent {sent}, acked {acked}; last NOTIFY {since}; a zero-timeout wait now {now}; queue {:?}",
+                self.cfg.id,
+                self.queue.stats()
+            ),
+        );
+    }
+
     /// One batch: every event checked against what is registered, then handled.
     fn handle(&mut self, events: &[Event], settling: bool) -> io::Result<()> {
         self.channel_events = 0;
@@ -503,6 +541,7 @@ impl<'a> Consumer<'a> {
                 w.acked
                     .fetch_max(w.sent.load(Ordering::Acquire), Ordering::AcqRel);
                 self.ledger.notifies += 1;
+                self.last_notify = Some(Instant::now());
             } else if e.token() & TIMER_BIT != 0 {
                 self.on_timer(e);
             } else if e.token() & LISTENER_BIT != 0 {

@@ -22,36 +22,64 @@ impl BodyHeaders {
     /// Reads the framing and connection fields of a parsed head.
     ///
     /// # Errors
-    /// A `Content-Length` that is not a plain decimal number, two that differ,
-    /// and, when `strictness` is [`Strictness::Strict`], `Transfer-Encoding`
-    /// together with `Content-Length`.
+    /// As [`BodyHeaders::field`] and [`BodyHeaders::finish`].
     pub fn read(
         headers: &[httparse::Header<'_>],
         strictness: Strictness,
     ) -> Result<BodyHeaders, FramingError> {
         let mut bh = BodyHeaders::default();
         for h in headers {
-            let name = h.name.as_bytes();
-            if name.eq_ignore_ascii_case(b"content-length") {
-                let n = parse_content_length(h.value).ok_or(FramingError::BadContentLength)?;
-                if bh.length.is_some_and(|l| l != n) {
-                    return Err(FramingError::ConflictingContentLength);
-                }
-                bh.length = Some(n);
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                bh.has_transfer_encoding = true;
-                // Chunked must be the final coding to frame the message.
-                let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
-                bh.chunked = last.trim_ascii().eq_ignore_ascii_case(b"chunked");
-            } else if name.eq_ignore_ascii_case(b"connection") {
-                bh.close |= has_token(h.value, "close");
-                bh.keep_alive |= has_token(h.value, "keep-alive");
-            }
+            bh.field(h.name.as_bytes(), h.value)?;
         }
-        if strictness == Strictness::Strict && bh.has_transfer_encoding && bh.length.is_some() {
+        bh.finish(strictness)?;
+        Ok(bh)
+    }
+
+    /// Takes one field into account, for a reader that walks a head's fields
+    /// itself (the server, which reads others in the same pass). True if the
+    /// field is one of the three this reads (`Content-Length`,
+    /// `Transfer-Encoding`, `Connection`). Every `Connection` field line adds its
+    /// options to the others' (RFC 9110 §5.3: lines of one field combine), so
+    /// `close` anywhere wins over `keep-alive`. Call [`BodyHeaders::finish`]
+    /// after the last field.
+    ///
+    /// # Errors
+    /// A `Content-Length` that is not a plain decimal number, or one that
+    /// differs from an earlier one, in either order (`0` then `5` as much as `5`
+    /// then `0`: RFC 9112 §6.3 item 5, a request-smuggling shape).
+    pub fn field(&mut self, name: &[u8], value: &[u8]) -> Result<bool, FramingError> {
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n = parse_content_length(value).ok_or(FramingError::BadContentLength)?;
+            if self.length.is_some_and(|l| l != n) {
+                return Err(FramingError::ConflictingContentLength);
+            }
+            self.length = Some(n);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            self.has_transfer_encoding = true;
+            // Chunked must be the final coding to frame the message; a later
+            // field line's codings come after an earlier one's.
+            let last = value.rsplit(|&b| b == b',').next().unwrap_or(b"");
+            self.chunked = last.trim_ascii().eq_ignore_ascii_case(b"chunked");
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            self.close |= has_token(value, "close");
+            self.keep_alive |= has_token(value, "keep-alive");
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Checks the fields taken together, after the last [`BodyHeaders::field`].
+    ///
+    /// # Errors
+    /// When `strictness` is [`Strictness::Strict`], `Transfer-Encoding`
+    /// together with `Content-Length` (RFC 9112 §6.3 item 3: a smuggling shape,
+    /// refused rather than framed one way while a peer frames it the other).
+    pub fn finish(&self, strictness: Strictness) -> Result<(), FramingError> {
+        if strictness == Strictness::Strict && self.has_transfer_encoding && self.length.is_some() {
             return Err(FramingError::LengthWithTransferEncoding);
         }
-        Ok(bh)
+        Ok(())
     }
 
     /// Whether the connection may carry another message after this one, by the
@@ -152,10 +180,13 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert_eq!(
-            read(&[("Content-Length", "5"), ("Content-Length", "6")], strict),
-            Err(FramingError::ConflictingContentLength)
-        );
+        for (a, b) in [("5", "6"), ("0", "5"), ("5", "0")] {
+            assert_eq!(
+                read(&[("Content-Length", a), ("Content-Length", b)], strict),
+                Err(FramingError::ConflictingContentLength),
+                "{a} then {b}"
+            );
+        }
         let both = [("Transfer-Encoding", "chunked"), ("Content-Length", "5")];
         assert_eq!(
             read(&both, strict),

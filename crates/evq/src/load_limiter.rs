@@ -56,6 +56,21 @@ impl LoadLimiter {
     pub fn overloaded(&self) -> bool {
         self.average > self.threshold
     }
+
+    /// True if the load is above the threshold now, or would be once a call
+    /// that returned `events` is observed: for a caller still counting the
+    /// current call's work (a burst of connections taken in one accept batch
+    /// is shed once it would overload, not let in whole before anything is).
+    ///
+    /// ```
+    /// let limiter = evq::LoadLimiter::new(0.3, 18.0);
+    /// assert!(!limiter.overloaded_with(50)); // 0.3 * 50 = 15
+    /// assert!(limiter.overloaded_with(70)); // 0.3 * 70 = 21
+    /// ```
+    pub fn overloaded_with(&self, events: usize) -> bool {
+        self.overloaded()
+            || (1.0 - self.gain) * self.average + self.gain * events as f64 > self.threshold
+    }
 }
 
 impl Default for LoadLimiter {

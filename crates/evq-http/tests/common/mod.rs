@@ -60,6 +60,14 @@ impl Client {
         }
     }
 
+    /// A client on a stream connected already (its read timeout set).
+    pub fn from_stream(stream: TcpStream) -> Client {
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("send");
     }
@@ -241,4 +249,33 @@ pub fn docroot(name: &str) -> PathBuf {
     std::os::unix::fs::symlink("sub/a.txt", dir.join("inside-link")).unwrap();
     std::os::unix::fs::symlink("/etc", dir.join("etc")).unwrap();
     dir
+}
+
+/// Sends a request head too large for any server (32 MiB of one field, more
+/// than the kernel's socket buffers hold), all of it, before reading — as
+/// most clients do — and returns the status the server answered with; `Err`
+/// with what the client met instead (a reset, once, before it could read the
+/// answer: the server had closed with input unread).
+pub fn status_for_endless_head(addr: SocketAddr) -> Result<u16, String> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: ".to_vec();
+    head.resize(head.len() + (32 << 20), b'a');
+    s.write_all(&head).map_err(|e| format!("sending: {e}"))?;
+    let mut got = Vec::new();
+    let end = loop {
+        let mut tmp = [0u8; 4096];
+        match s.read(&mut tmp) {
+            Ok(0) => break None,
+            Ok(n) => got.extend_from_slice(&tmp[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Some(e),
+        }
+    };
+    let text = String::from_utf8_lossy(&got);
+    match text.strip_prefix("HTTP/1.1 ").and_then(|t| t.get(..3)) {
+        Some(code) => Ok(code.parse().unwrap()),
+        None => Err(format!("{end:?} after {text:?}")),
+    }
 }

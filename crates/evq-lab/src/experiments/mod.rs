@@ -1,6 +1,7 @@
 //! The lab's scenarios, one directory each, every one in the shape of
 //! [`crate::experiment::Experiment`].
 
+pub mod async_runtimes;
 pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
@@ -24,6 +25,7 @@ pub const ALL: &[&dyn Scenario] = &[
     &herd::Herd,
     &proxy::Proxy,
     &load_client::LoadClient,
+    &async_runtimes::AsyncRuntimes,
     &reliability::Reliability,
     &kernel::Kernel,
 ];
