@@ -38,6 +38,8 @@ pub(crate) fn c_name(kind: BackendKind) -> &'static CStr {
         BackendKind::RtSig => c"rtsig",
         BackendKind::RtSigBulk => c"rtsig-bulk",
         BackendKind::Uring => c"uring",
+        BackendKind::Kmod => c"kmod",
+        BackendKind::KmodRing => c"kmod-ring",
     }
 }
 

@@ -174,6 +174,7 @@ fn lab_smoke_writes_a_well_formed_report() {
         "load-client",
         "async",
         "reliability",
+        "kernel",
     ] {
         assert!(names.contains(&want), "{names:?}");
     }

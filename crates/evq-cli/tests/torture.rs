@@ -1,5 +1,5 @@
 //! `evq torture --quick`: every backend this kernel has × {1, 2, 4} consumer
-//! threads, and the forced overflows of rtsig, rtsig-bulk and uring, each case in
+//! threads, and the forced overflows of rtsig, rtsig-bulk, uring and kmod-ring, each case in
 //! its own process, asserting the exactly-once ledger (issue 19). About 40 s.
 
 use std::process::Command;
@@ -18,7 +18,7 @@ fn quick_torture_loses_nothing_on_any_backend() {
     // Every available backend × 3 thread counts, plus the overflow cases.
     let overflowing = backends
         .iter()
-        .filter(|b| matches!(b.name(), "rtsig" | "rtsig-bulk" | "uring"))
+        .filter(|b| matches!(b.name(), "rtsig" | "rtsig-bulk" | "uring" | "kmod-ring"))
         .count();
     assert_eq!(reports.len(), backends.len() * 3 + overflowing, "{stderr}");
     for r in reports {

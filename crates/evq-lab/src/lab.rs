@@ -147,7 +147,31 @@ pub fn run(opts: &LabOptions) -> io::Result<LabResults> {
         write_raw(&opts.out, &raw)?;
     }
     // Judge what the file holds, exactly as a re-judging run will.
-    rejudge(&opts.out)
+    let results = rejudge(&opts.out)?;
+    let failed: Vec<String> = raw
+        .experiments
+        .iter()
+        .filter_map(|e| match &e.outcome {
+            Outcome::Failed(why) => Some(format!("{}: {why}", e.name)),
+            Outcome::Measured(_) => None,
+        })
+        .collect();
+    if require_all() && !failed.is_empty() {
+        return Err(io::Error::other(format!(
+            "EVQ_REQUIRE_ALL=1 and {} scenario(s) could not measure (the report in {} says so too): {}",
+            failed.len(),
+            opts.out.display(),
+            failed.join("; ")
+        )));
+    }
+    Ok(results)
+}
+
+/// True when `EVQ_REQUIRE_ALL` is `1` (CI sets it): a scenario that cannot
+/// measure at all then fails `evq lab` instead of leaving its claims quietly
+/// not measured.
+pub fn require_all() -> bool {
+    std::env::var("EVQ_REQUIRE_ALL").as_deref() == Ok("1")
 }
 
 fn write_raw(dir: &Path, raw: &RawRun) -> io::Result<()> {

@@ -60,6 +60,30 @@ pub fn skip(what: &str, why: impl Display) {
     eprintln!("skip ({what}): {why}");
 }
 
+/// What a backend needs that a machine may lack, as `EVQ_NOT_HERE` names it: the
+/// kernel-module flavours (`kmod`, `kmod-ring`) both need `kmod`, the evq.ko
+/// module; every other backend is named by itself.
+pub fn backend_requirement(backend: &str) -> &str {
+    if backend == "kmod" || backend.starts_with("kmod-") {
+        "kmod"
+    } else {
+        backend
+    }
+}
+
+/// [`skip`] for a test that cannot run on evq backend `backend` here (named by
+/// [`backend_requirement`], so `EVQ_NOT_HERE=kmod` covers both module flavours).
+///
+/// # Panics
+/// As [`skip`].
+#[track_caller]
+pub fn skip_backend(backend: &str, why: impl Display) {
+    skip(
+        backend_requirement(backend),
+        format_args!("backend {backend} unavailable here: {why}"),
+    );
+}
+
 /// The kernel's own word on a thread of this process: its state letter from
 /// `/proc` (`R`, `S`, …) and the system call it is blocked in (the first field of
 /// `/proc/self/task/TID/syscall`; -1 while it runs), so a test can wait until a
@@ -112,6 +136,14 @@ mod tests {
         assert!(!listed("kmods", "kmod"));
         assert!(!listed("", "kmod"));
         assert!(!listed("km,od", "kmod"));
+    }
+
+    #[test]
+    fn both_module_flavours_need_the_module() {
+        assert_eq!(backend_requirement("kmod"), "kmod");
+        assert_eq!(backend_requirement("kmod-ring"), "kmod");
+        assert_eq!(backend_requirement("uring"), "uring");
+        assert_eq!(backend_requirement("kmodx"), "kmodx");
     }
 
     #[test]

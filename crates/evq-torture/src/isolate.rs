@@ -1,5 +1,5 @@
 //! Each case runs in a child process: the forced-overflow settings (a tiny
-//! `RLIMIT_SIGPENDING`, a 4-entry io_uring CQ) stay with the case they belong to,
+//! `RLIMIT_SIGPENDING`, a 4-entry io_uring CQ or kmod result ring) stay with the case they belong to,
 //! and a crash or a hang is reported as that case's failure instead of ending the
 //! whole run.
 
@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 pub const OVERFLOW_SIGPENDING: u64 = 32;
 /// io_uring ring entries (SQ and CQ) of a forced-overflow uring case.
 pub const OVERFLOW_URING_ENTRIES: u32 = 4;
+/// Result-ring slots of a forced-overflow kmod-ring case.
+pub const OVERFLOW_KMOD_RING_ENTRIES: u32 = 4;
 
 /// Runs `case` as `program leading_args… --run-case JSON`, which must call
 /// [`crate::run_case`] and print its report as JSON on the last line of stdout.
@@ -27,8 +29,15 @@ pub fn run_isolated(program: &Path, leading_args: &[&str], case: &Case) -> CaseR
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     cmd.env_remove("EVQ_URING_ENTRIES");
+    cmd.env_remove("EVQ_KMOD_RING_ENTRIES");
     if case.overflow && case.backend == "uring" {
         cmd.env("EVQ_URING_ENTRIES", OVERFLOW_URING_ENTRIES.to_string());
+    }
+    if case.overflow && case.backend == "kmod-ring" {
+        cmd.env(
+            "EVQ_KMOD_RING_ENTRIES",
+            OVERFLOW_KMOD_RING_ENTRIES.to_string(),
+        );
     }
     if case.overflow && case.backend.starts_with("rtsig") {
         // SAFETY: between fork and exec only async-signal-safe calls are allowed;

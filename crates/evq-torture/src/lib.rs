@@ -39,7 +39,8 @@
 //!
 //! Each case runs in its own process ([`run_isolated`]): the RT-signal backends
 //! with `RLIMIT_SIGPENDING` at 32 so their queue overflows (`SIGIO`, then every
-//! registration is looked at), io_uring with a 4-entry ring. `overflows_recovered`
+//! registration is looked at), io_uring with a 4-entry ring, kmod-ring with a
+//! 4-slot result ring (the kernel keeps the rest in its ready list). `overflows_recovered`
 //! counts what the queues report (`QueueStats::overflows`).
 //!
 //! Thread scheduling is not reproducible, so neither is a run, exactly: the seed

@@ -16,7 +16,7 @@ pub enum Size {
 
 /// The cases of a run: every available backend (or those named) × {1, 2, 4}
 /// consumer threads, then the forced-overflow cases of the backends whose kernel
-/// queue can overflow (rtsig, rtsig-bulk, uring).
+/// queue can overflow (rtsig, rtsig-bulk, uring, kmod-ring).
 pub fn cases(size: Size, only: &[BackendKind], threads: &[usize], seed: u64) -> Vec<Case> {
     let backends: Vec<BackendKind> = if only.is_empty() {
         BackendKind::candidates()
@@ -51,7 +51,10 @@ pub fn cases(size: Size, only: &[BackendKind], threads: &[usize], seed: u64) -> 
     for &b in &backends {
         if matches!(
             b,
-            BackendKind::RtSig | BackendKind::RtSigBulk | BackendKind::Uring
+            BackendKind::RtSig
+                | BackendKind::RtSigBulk
+                | BackendKind::Uring
+                | BackendKind::KmodRing
         ) {
             out.push(Case {
                 backend: b.name().to_string(),

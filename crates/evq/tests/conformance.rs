@@ -641,7 +641,13 @@ fn refused_modify_leaves_the_registration_as_it_was() {
             assert!(got[0].readiness().contains(Readiness::READ));
             assert_eq!(drain(&ours), 1);
         }
-        assert!(refused > 0, "every backend refuses something listed here");
+        // The kernel module refuses none of them: wake-one is its own kernel code
+        // and combines with every mode and interest. It still runs the modify below.
+        let refuses_nothing = matches!(kind, BackendKind::Kmod | BackendKind::KmodRing);
+        assert!(
+            refused > 0 || refuses_nothing,
+            "every backend refuses something listed here"
+        );
         // And a modify that can be done still is, on the same path: new interest and
         // token, the old ones gone.
         let both = Options::new(3).wake_one(caps.wake_one);

@@ -24,7 +24,7 @@ fn kinds() -> impl Iterator<Item = BackendKind> {
     KINDS.iter().copied().filter(|k| match k.available() {
         Ok(()) => true,
         Err(e) => {
-            evq_testkit::skip(k.name(), format!("backend unavailable here: {e}"));
+            evq_testkit::skip_backend(k.name(), e);
             false
         }
     })
@@ -345,7 +345,7 @@ fn rtsig_refuses_files_that_cannot_signal() {
 fn a_fresh_signal_behind_stale_ones_is_found_at_once() {
     for kind in [BackendKind::RtSig, BackendKind::RtSigBulk] {
         if let Err(e) = kind.available() {
-            evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
+            evq_testkit::skip_backend(kind.name(), e);
             continue;
         }
         let mut q = EventQueue::with_backend(kind).unwrap();

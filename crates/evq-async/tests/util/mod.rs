@@ -70,6 +70,6 @@ pub fn rerun_on_other_backends(args: &[&str]) {
         );
     }
     for (kind, why) in &missing {
-        evq_testkit::skip(&format!("backend {kind}"), why);
+        evq_testkit::skip_backend(kind.name(), why);
     }
 }

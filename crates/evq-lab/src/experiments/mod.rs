@@ -6,6 +6,7 @@ pub mod bench_c;
 pub mod burst;
 pub mod cold_connections;
 pub mod herd;
+pub mod kernel;
 pub mod load_client;
 pub mod overload;
 pub mod pipe_scaling;
@@ -28,6 +29,7 @@ pub const ALL: &[&dyn Scenario] = &[
     &load_client::LoadClient,
     &async_runtimes::AsyncRuntimes,
     &reliability::Reliability,
+    &kernel::Kernel,
 ];
 
 /// The scenario named `name`.

@@ -36,6 +36,7 @@
 
 mod epoll;
 mod fd_bitmap;
+mod kmod;
 mod poll;
 mod rtsig;
 mod select_classic;
@@ -53,6 +54,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use epoll::EpollBackend;
+pub(crate) use kmod::KmodBackend;
 pub(crate) use poll::PollBackend;
 pub(crate) use rtsig::{RtSignalBackend, SignalKick};
 pub(crate) use select_classic::SelectClassicBackend;
@@ -221,6 +223,14 @@ macro_rules! with_backend_type {
                 type $B = UringBackend;
                 $e
             }
+            BackendKind::Kmod => {
+                type $B = KmodBackend<false>;
+                $e
+            }
+            BackendKind::KmodRing => {
+                type $B = KmodBackend<true>;
+                $e
+            }
         }
     };
 }
@@ -248,6 +258,14 @@ pub enum BackendKind {
     /// `io_uring(7)` poll requests (multishot for event mode): the completion ring
     /// is /dev/epoll's shared result area made general (SEEDS 002). Linux 5.13+.
     Uring,
+    /// evq's own kernel module, `/dev/evq` (`kernel/`): the paper's
+    /// `declare_interest` / `get_next_event` in the kernel, dequeued with an ioctl,
+    /// masks polled at dequeue. Only where `evq.ko` is loaded.
+    Kmod,
+    /// `/dev/evq` with its result ring mapped: wake-ups post events that are taken
+    /// without a system call (SEEDS 002's /dev/epoll result area); masks are the
+    /// wake-ups'. Only where `evq.ko` is loaded.
+    KmodRing,
 }
 
 /// What a backend can do. The queue refuses registrations that need more.
@@ -294,6 +312,8 @@ impl BackendKind {
     pub const ALL: &'static [BackendKind] = &[
         BackendKind::Epoll,
         BackendKind::Uring,
+        BackendKind::Kmod,
+        BackendKind::KmodRing,
         BackendKind::Poll,
         BackendKind::RtSigBulk,
         BackendKind::RtSig,
@@ -337,7 +357,7 @@ impl BackendKind {
     }
 
     /// The backend's name: `select`, `select-improved`, `poll`, `epoll`, `rtsig`,
-    /// `rtsig-bulk`, `uring`.
+    /// `rtsig-bulk`, `uring`, `kmod`, `kmod-ring`.
     pub const fn name(self) -> &'static str {
         match self {
             BackendKind::SelectClassic => "select",
@@ -347,6 +367,8 @@ impl BackendKind {
             BackendKind::RtSig => "rtsig",
             BackendKind::RtSigBulk => "rtsig-bulk",
             BackendKind::Uring => "uring",
+            BackendKind::Kmod => "kmod",
+            BackendKind::KmodRing => "kmod-ring",
         }
     }
 
@@ -393,6 +415,8 @@ impl BackendKind {
             BackendKind::RtSig => AnyBackend::RtSig(Backend::open()?),
             BackendKind::RtSigBulk => AnyBackend::RtSigBulk(Backend::open()?),
             BackendKind::Uring => AnyBackend::Uring(Backend::open()?),
+            BackendKind::Kmod => AnyBackend::Kmod(Backend::open()?),
+            BackendKind::KmodRing => AnyBackend::KmodRing(Backend::open()?),
         })
     }
 }
@@ -442,6 +466,8 @@ pub(crate) enum AnyBackend {
     RtSig(RtSignalBackend<false>),
     RtSigBulk(RtSignalBackend<true>),
     Uring(UringBackend),
+    Kmod(KmodBackend<false>),
+    KmodRing(KmodBackend<true>),
 }
 
 macro_rules! dispatch {
@@ -454,6 +480,8 @@ macro_rules! dispatch {
             AnyBackend::RtSig($b) => $e,
             AnyBackend::RtSigBulk($b) => $e,
             AnyBackend::Uring($b) => $e,
+            AnyBackend::Kmod($b) => $e,
+            AnyBackend::KmodRing($b) => $e,
         }
     };
 }

@@ -30,8 +30,11 @@ pub fn for_each_backend(needs: impl Fn(&Capabilities) -> bool, mut check: impl F
     raise_nofile();
     let mut ran = 0;
     for &kind in BackendKind::ALL {
+        if !selected(kind) {
+            continue;
+        }
         if let Err(e) = kind.available() {
-            evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
+            evq_testkit::skip_backend(kind.name(), e);
             continue;
         }
         if !needs(&kind.capabilities()) {
@@ -48,6 +51,15 @@ pub fn for_each_backend(needs: impl Fn(&Capabilities) -> bool, mut check: impl F
         ran += 1;
     }
     assert!(ran > 0, "no backend ran this check");
+}
+
+/// Whether `EVQ_TEST_BACKENDS` (comma-separated names; unset = all) lets this run
+/// cover `kind`. The kernel-module backends run inside a TCG guest
+/// (`scripts/vm-test`), where time is dear: there the suites cover only them.
+pub fn selected(kind: BackendKind) -> bool {
+    std::env::var("EVQ_TEST_BACKENDS").map_or(true, |list| {
+        list.split(',').any(|n| n.trim() == kind.name())
+    })
 }
 
 /// Every backend.
