@@ -246,7 +246,7 @@ pub fn run_case(case: &Case) -> CaseReport {
             shared.stop_producers.store(true, Ordering::Release);
             shared.stop_churn.store(true, Ordering::Release);
             shared.finish.store(true, Ordering::Release);
-            wake_all(shared);
+            kick_all(shared);
         }
         let producers: Vec<_> = (0..PRODUCERS)
             .map(|p| {
@@ -312,7 +312,7 @@ pub fn run_case(case: &Case) -> CaseReport {
             std::thread::sleep(Duration::from_millis(5));
         }
         shared.finish.store(true, Ordering::Release);
-        wake_all(shared);
+        kick_all(shared);
         for c in consumers {
             match c.join() {
                 Ok(Some(outcome)) => {
@@ -420,7 +420,15 @@ impl CaseReport {
     }
 }
 
-/// Wakes every consumer's queue (phase changes must not wait for a timeout).
+/// Wakes every queue to notice a stop; nothing to acknowledge.
+fn kick_all(shared: &Shared) {
+    for w in &shared.wakeups {
+        w.kick();
+    }
+}
+
+/// Wakes every consumer's queue (phase changes must not wait for a timeout);
+/// each notification counts and must be seen.
 fn wake_all(shared: &Shared) {
     for w in &shared.wakeups {
         w.notify();
