@@ -207,11 +207,18 @@ impl Worker {
                 .declare_interest(pipe.fd(), Interest::empty(), Options::new(0));
         }
         // Idle connections have nothing in flight: close them now. The rest finish
-        // their current request and close (every response now says close).
+        // their current request and close (every response now says close). A
+        // keep-alive client whose next request already sits unread in the socket
+        // is not idle: it is answered, with `Connection: close`, rather than reset
+        // (a busy client would otherwise lose the request it had just sent).
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             if c.fd >= 0 && c.in_len == 0 && !self.has_output(i) {
-                self.close_conn(i);
+                if evq_os::socket::has_pending_input(c.fd) {
+                    self.drive(i);
+                } else {
+                    self.close_conn(i);
+                }
             }
         }
     }

@@ -168,6 +168,21 @@ pub fn is_connected(fd: RawFd) -> bool {
     with_sock(fd, |s| s.peer_addr().is_ok())
 }
 
+/// True when bytes wait in the socket's receive queue: something the peer sent
+/// that nobody has read yet (one byte peeked with `MSG_PEEK | MSG_DONTWAIT`,
+/// so nothing is consumed and a blocking socket does not block). A server
+/// stopping gracefully answers such a connection instead of closing it as idle.
+/// `fd` must be held open for the call.
+pub fn has_pending_input(fd: RawFd) -> bool {
+    with_sock(fd, |s| {
+        let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        matches!(
+            s.recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT),
+            Ok(n) if n > 0
+        )
+    })
+}
+
 /// The address a socket is bound to.
 ///
 /// # Errors
