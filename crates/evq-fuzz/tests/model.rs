@@ -28,7 +28,7 @@ proptest! {
     fn backends_agree_with_the_model(ops in proptest::collection::vec(op(), 1..60)) {
         for &kind in BackendKind::ALL {
             if let Err(e) = kind.available() {
-                evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
+                evq_testkit::skip_backend(kind.name(), e);
                 continue;
             }
             let result = std::panic::catch_unwind(|| run_ops(kind, &ops));

@@ -63,7 +63,7 @@ fn replay(target: &str, min: usize, mut f: impl FnMut(&[u8])) {
 fn backends() -> Vec<BackendKind> {
     for &kind in BackendKind::ALL {
         if let Err(e) = kind.available() {
-            evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
+            evq_testkit::skip_backend(kind.name(), e);
         }
     }
     evq_fuzz::available_backends().to_vec()
@@ -126,7 +126,7 @@ fn capi_corpus_in_child_processes() {
         if let Some((_, backend)) = env.iter().find(|(k, _)| *k == "EVQ_BACKEND") {
             let kind: BackendKind = backend.parse().expect("a backend name");
             if let Err(e) = kind.available() {
-                evq_testkit::skip(kind.name(), format!("backend unavailable here: {e}"));
+                evq_testkit::skip_backend(kind.name(), e);
                 continue;
             }
         }
