@@ -226,23 +226,12 @@ impl LiveClients {
 
     /// Stops every client (each finishes the exchange it is in, at most its
     /// timeout) and closes their connections; the final counts.
-    pub fn stop(self) -> LiveCount {
+    pub fn stop(mut self) -> LiveCount {
         self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
+        for t in std::mem::take(&mut self.threads) {
             let _ = t.join();
         }
-        let c = &self.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        LiveCount {
-            ok: get(&c.ok),
-            wrong_body: get(&c.wrong_body),
-            status_5xx: get(&c.status_5xx),
-            status_other: get(&c.status_other),
-            failed: get(&c.failed),
-            timed_out: get(&c.timed_out),
-            connects: get(&c.connects),
-            told_to_close: get(&c.told_to_close),
-        }
+        self.count()
     }
 }
 
