@@ -267,38 +267,16 @@ impl Admission {
     }
 }
 
-fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
-    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt(2) writes at most `len` bytes into `info`, which is
-    // that large, and stores the length it wrote in `len`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(info)
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// Connections waiting in a listening socket's accept queue (Linux reports it
 /// as `tcpi_unacked` of a socket in `LISTEN`).
 pub(crate) fn listen_queue_len(listen_fd: RawFd) -> io::Result<u32> {
-    tcp_info(listen_fd).map(|i| i.tcpi_unacked)
+    evq_os::socket::tcp_info(listen_fd).map(|i| i.tcpi_unacked)
 }
 
 /// Milliseconds an accepted connection waited since its last packet (the
 /// handshake's ACK, or the request if it came later).
 pub(crate) fn queue_delay_ms(fd: RawFd) -> io::Result<u32> {
-    tcp_info(fd).map(|i| i.tcpi_last_ack_recv)
+    evq_os::socket::tcp_info(fd).map(|i| i.tcpi_last_ack_recv)
 }
 
 /// Resets every connection waiting in the accept queue of `listen_fd` and

@@ -6,7 +6,8 @@
 //! - [`socket`]: listening and connecting sockets as the tools make them
 //!   (non-blocking, `SO_REUSEPORT`, a chosen source address such as 127.0.0.2
 //!   with `IP_BIND_ADDRESS_NO_PORT`), and the options an event loop sets on a
-//!   descriptor it holds by number (`TCP_NODELAY`, reset-on-close, `SO_ERROR`).
+//!   descriptor it holds by number (`TCP_NODELAY`, reset-on-close, `SO_ERROR`,
+//!   `TCP_INFO` and a listener's accept backlog).
 //! - [`io`]: `send` (with `MSG_NOSIGNAL`), `recv`, `shutdown`, `close` on a
 //!   socket held by number, inlined into the event loops.
 //! - [`accept`]: `accept4` with every error sorted into what to do next, and the

@@ -210,6 +210,45 @@ pub fn set_recv_timeout(fd: RawFd, t: Duration) -> io::Result<()> {
     with_sock(fd, |s| s.set_read_timeout(Some(t)))
 }
 
+/// `TCP_INFO`: the kernel's view of a TCP socket (state, queues, timers).
+///
+/// # Errors
+/// `getsockopt`'s error (`EBADF`, `ENOTSOCK`, `EOPNOTSUPP` on a non-TCP socket).
+pub fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) writes at most `len` bytes into `info`, which is
+    // that large, and stores the length it wrote in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(info)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `TCP_LISTEN` in `tcpi_state` (include/net/tcp_states.h; libc does not export it).
+const TCP_STATE_LISTEN: u8 = 10;
+
+/// Connections waiting in a listening socket's accept queue: Linux reports the
+/// backlog as `tcpi_unacked` of a socket in `LISTEN`. `None` when `fd` is not a
+/// listening TCP socket (or `TCP_INFO` cannot be read).
+pub fn accept_backlog(fd: RawFd) -> Option<u32> {
+    tcp_info(fd)
+        .ok()
+        .filter(|i| i.tcpi_state == TCP_STATE_LISTEN)
+        .map(|i| i.tcpi_unacked)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +332,18 @@ mod tests {
         assert_eq!(local_addr(b.as_raw_fd()).unwrap(), addr);
         let plain = listen(addr, ListenOptions::default());
         assert_eq!(plain.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
+    fn accept_backlog_counts_unaccepted_connections() {
+        let l = listen("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = local_addr(l.as_raw_fd()).unwrap();
+        assert_eq!(accept_backlog(l.as_raw_fd()), Some(0));
+        let c = std::net::TcpStream::connect(addr).unwrap();
+        // The handshake completes in the kernel before connect returns on loopback.
+        assert_eq!(accept_backlog(l.as_raw_fd()), Some(1));
+        // A connected socket is not listening: no backlog to report.
+        assert_eq!(accept_backlog(c.as_raw_fd()), None);
+        assert!(tcp_info(c.as_raw_fd()).is_ok());
     }
 }

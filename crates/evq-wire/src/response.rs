@@ -27,6 +27,20 @@ pub struct ResponseHead {
     pub framing: Framing,
 }
 
+impl ResponseHead {
+    /// How many body bytes follow the head, when the head alone says: its
+    /// `Content-Length`, or 0 for a response that has no body (to HEAD; 1xx,
+    /// 204, 304). `None` when the body is chunked or runs until close, so a
+    /// client that counts a reply by length cannot.
+    pub fn body_len(&self) -> Option<u64> {
+        match self.framing {
+            Framing::Done => Some(0),
+            Framing::Length(n) => Some(n),
+            Framing::Chunked(_) | Framing::UntilClose => None,
+        }
+    }
+}
+
 /// Parses and frames the response head at the start of `buf`; `Ok(None)` until
 /// the head is complete. `head_request` says the request was HEAD (its response
 /// has no body, whatever it declares).
@@ -310,6 +324,32 @@ mod tests {
             got.extend(feed_all(&mut r, std::slice::from_ref(b)));
         }
         assert_eq!(got, reps);
+    }
+
+    #[test]
+    fn body_len_is_known_only_from_a_length_or_no_body() {
+        let head = |raw: &[u8], head_request| {
+            parse_response_head(raw, head_request, Strictness::Lenient)
+                .expect("valid head")
+                .expect("complete head")
+        };
+        let sized = head(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", false);
+        assert_eq!((sized.len, sized.body_len()), (39, Some(12)));
+        let empty = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(head(empty, false).body_len(), Some(0));
+        assert_eq!(head(b"HTTP/1.1 204 No\r\n\r\n", false).body_len(), Some(0));
+        // A HEAD's response declares a length but carries no body.
+        assert_eq!(
+            head(&b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n"[..], true).body_len(),
+            Some(0)
+        );
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(head(chunked, false).body_len(), None);
+        assert_eq!(head(b"HTTP/1.1 200 OK\r\n\r\n", false).body_len(), None);
+        assert_eq!(
+            parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Le", false, Strictness::Lenient),
+            Ok(None)
+        );
     }
 
     #[test]

@@ -118,29 +118,19 @@ const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
 
 /// Length of the first complete HTTP reply in `buf`, if there is one.
 fn http_reply_len(buf: &[u8]) -> io::Result<Option<usize>> {
-    let mut headers = [httparse::EMPTY_HEADER; 16];
-    let mut resp = httparse::Response::new(&mut headers);
-    match resp.parse(buf).map_err(io::Error::other)? {
-        httparse::Status::Partial => Ok(None),
-        httparse::Status::Complete(head) => {
-            if resp.code != Some(200) {
-                return Err(io::Error::other(format!("status {:?}", resp.code)));
-            }
-            let len = resp
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| {
-                    std::str::from_utf8(h.value)
-                        .ok()?
-                        .trim()
-                        .parse::<usize>()
-                        .ok()
-                })
-                .ok_or_else(|| io::Error::other("reply without Content-Length"))?;
-            Ok((buf.len() >= head + len).then_some(head + len))
-        }
+    let Some(head) = evq_wire::parse_response_head(buf, false, evq_wire::Strictness::Lenient)
+        .map_err(io::Error::other)?
+    else {
+        return Ok(None);
+    };
+    if head.status != 200 {
+        return Err(io::Error::other(format!("status {}", head.status)));
     }
+    let len = head
+        .body_len()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| io::Error::other("reply without Content-Length"))?;
+    Ok((buf.len() >= head.len + len).then_some(head.len + len))
 }
 
 /// Runs `connections` closed-loop connections against `addr`.

@@ -33,25 +33,8 @@ pub(super) fn readable_bytes(fd: RawFd) -> i64 {
     if let Some(n) = int_ioctl(fd, libc::FIONREAD) {
         return n;
     }
-    // SAFETY: an all-zero tcp_info is a valid value of this plain C struct.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into the live `info`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 && info.tcpi_state == 10 {
-        // TCP_LISTEN: the kernel reports the accept backlog in tcpi_unacked.
-        info.tcpi_unacked as i64
-    } else {
-        0
-    }
+    // A listener's backlog; zero for anything else.
+    evq_os::socket::accept_backlog(fd).map_or(0, i64::from)
 }
 
 /// Quirk f: free space for writing.
