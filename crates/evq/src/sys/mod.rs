@@ -307,6 +307,26 @@ pub struct Capabilities {
     pub regular_files: bool,
 }
 
+impl Capabilities {
+    /// What a backend that hands the kernel its whole interest set on every wait
+    /// and reads back current state (select, poll) can do: level and oneshot, no
+    /// event mode (see [`event`](Capabilities::event)) and no wake-one; its cost
+    /// grows with the set; masks are current; the ready set is rotated, not FIFO;
+    /// any descriptor, shared or a regular file, can be in it. One fact of the
+    /// mechanism, so the three backends of that kind state it once.
+    pub(crate) const STATE_SCAN: Capabilities = Capabilities {
+        level: true,
+        event: false,
+        oneshot: true,
+        wake_one: false,
+        cost_grows_with_interest: true,
+        current_state_masks: true,
+        fifo: false,
+        shared_descriptors: true,
+        regular_files: true,
+    };
+}
+
 impl BackendKind {
     /// Every backend compiled into this build, best first.
     pub const ALL: &'static [BackendKind] = &[

@@ -87,17 +87,7 @@ impl PollBackend {
 }
 
 impl Backend for PollBackend {
-    const CAPABILITIES: Capabilities = Capabilities {
-        level: true,
-        event: false,
-        oneshot: true,
-        wake_one: false,
-        cost_grows_with_interest: true,
-        current_state_masks: true,
-        fifo: false,
-        shared_descriptors: true,
-        regular_files: true,
-    };
+    const CAPABILITIES: Capabilities = Capabilities::STATE_SCAN;
 
     fn probe() -> io::Result<()> {
         Ok(())
