@@ -1,13 +1,8 @@
 //! The `evq` binary as a user runs it: real output, parsed.
 
-use std::process::Command;
+mod support;
 
-fn evq(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_evq"))
-        .args(args)
-        .output()
-        .expect("run evq")
-}
+use support::{evq, evq_command};
 
 #[test]
 fn backends_lists_every_backend_with_capabilities() {
@@ -117,7 +112,7 @@ fn pipebench_table_and_bad_flags() {
 
 #[test]
 fn evq_backend_variable_forces_a_backend_and_rejects_unknown_names() {
-    let out = Command::new(env!("CARGO_BIN_EXE_evq"))
+    let out = evq_command()
         .args(["backends"])
         .env("EVQ_BACKEND", "poll")
         .output()
@@ -125,7 +120,7 @@ fn evq_backend_variable_forces_a_backend_and_rejects_unknown_names() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().any(|l| l.starts_with("poll*")), "{text}");
-    let out = Command::new(env!("CARGO_BIN_EXE_evq"))
+    let out = evq_command()
         .args(["backends", "--json"])
         .env("EVQ_BACKEND", "nope")
         .output()

@@ -6,14 +6,9 @@
 
 use evq_faults::suite::row::Mark;
 use evq_faults::FaultRow;
-use std::process::Command;
+mod support;
 
-fn evq(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_evq"))
-        .args(args)
-        .output()
-        .expect("run evq")
-}
+use support::evq;
 
 #[test]
 fn faults_list_names_every_fault_of_the_suite() {

@@ -2,11 +2,13 @@
 //! threads, and the forced overflows of rtsig, rtsig-bulk, uring and kmod-ring, each case in
 //! its own process, asserting the exactly-once ledger (issue 19). About 40 s.
 
-use std::process::Command;
+mod support;
+
+use support::evq_command;
 
 #[test]
 fn quick_torture_loses_nothing_on_any_backend() {
-    let out = Command::new(env!("CARGO_BIN_EXE_evq"))
+    let out = evq_command()
         .args(["torture", "--quick", "--json", "--no-shrink"])
         .output()
         .expect("run evq torture");

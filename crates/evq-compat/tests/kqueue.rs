@@ -35,16 +35,24 @@ fn events(kq: &mut Kqueue, timeout: Option<Duration>) -> Vec<Kevent> {
     out[..n].to_vec()
 }
 
+/// A socket pair and a kqueue with one knote on the second end per
+/// `(filter, flags, udata)`.
+fn watching(knotes: &[(i16, u16, usize)]) -> (UnixStream, UnixStream, Kqueue) {
+    let (a, b) = pair();
+    let mut kq = Kqueue::new().unwrap();
+    let changes: Vec<Kevent> = knotes
+        .iter()
+        .map(|&(filter, flags, udata)| Kevent::new(ident(&b), filter, flags, udata))
+        .collect();
+    change(&mut kq, &changes);
+    (a, b, kq)
+}
+
 /// DESCRIPTION, EVFILT_READ: "data contains the number of bytes ... in the socket
 /// buffer"; udata "passed through the kernel unchanged".
 #[test]
 fn read_filter_reports_bytes_and_udata() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(
-        &mut kq,
-        &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 0xfeed)],
-    );
+    let (mut a, b, mut kq) = watching(&[(EVFILT_READ, EV_ADD, 0xfeed)]);
     assert!(events(&mut kq, NOW).is_empty());
     a.write_all(b"hello").unwrap();
     let got = events(&mut kq, PATIENCE);
@@ -62,15 +70,7 @@ fn read_filter_reports_bytes_and_udata() {
 /// udata, and deleting one leaves the other.
 #[test]
 fn read_and_write_are_separate_knotes() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(
-        &mut kq,
-        &[
-            Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1),
-            Kevent::new(ident(&b), EVFILT_WRITE, EV_ADD, 2),
-        ],
-    );
+    let (mut a, b, mut kq) = watching(&[(EVFILT_READ, EV_ADD, 1), (EVFILT_WRITE, EV_ADD, 2)]);
     a.write_all(b"x").unwrap();
     let mut got = events(&mut kq, PATIENCE);
     got.sort_by_key(|e| e.udata);
@@ -92,9 +92,7 @@ fn read_and_write_are_separate_knotes() {
 /// receipts without scanning; with no room the call fails with the errno.
 #[test]
 fn failing_changes_become_receipts_or_errors() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 9)]);
+    let (mut a, _b, mut kq) = watching(&[(EVFILT_READ, EV_ADD, 9)]);
     a.write_all(b"ready").unwrap();
     let bad = [
         Kevent::new(ident(&a), EVFILT_READ, EV_DELETE, 5),
@@ -123,9 +121,7 @@ fn failing_changes_become_receipts_or_errors() {
 /// EV_ADD on an existing knote modifies it (new udata), no duplicate.
 #[test]
 fn disable_enable_and_readd() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1)]);
+    let (mut a, b, mut kq) = watching(&[(EVFILT_READ, EV_ADD, 1)]);
     a.write_all(b"x").unwrap();
     change(
         &mut kq,
@@ -154,12 +150,7 @@ fn disable_enable_and_readd() {
 /// flags, EV_ONESHOT: "the event is deleted after it is retrieved".
 #[test]
 fn oneshot_is_deleted_after_retrieval() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(
-        &mut kq,
-        &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD | EV_ONESHOT, 4)],
-    );
+    let (mut a, b, mut kq) = watching(&[(EVFILT_READ, EV_ADD | EV_ONESHOT, 4)]);
     a.write_all(b"x").unwrap();
     let got = events(&mut kq, PATIENCE);
     assert_eq!(got.len(), 1);
@@ -179,12 +170,7 @@ fn oneshot_is_deleted_after_retrieval() {
 /// once per arrival, not again while the data just sits there.
 #[test]
 fn clear_reports_once_per_arrival() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(
-        &mut kq,
-        &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD | EV_CLEAR, 0)],
-    );
+    let (mut a, _b, mut kq) = watching(&[(EVFILT_READ, EV_ADD | EV_CLEAR, 0)]);
     a.write_all(b"x").unwrap();
     assert_eq!(events(&mut kq, PATIENCE).len(), 1);
     assert!(events(&mut kq, Some(Duration::from_millis(50))).is_empty());
@@ -197,15 +183,10 @@ fn clear_reports_once_per_arrival() {
 /// A level knote beside an EV_CLEAR knote on the same fd keeps level semantics.
 #[test]
 fn level_beside_clear_stays_level() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(
-        &mut kq,
-        &[
-            Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1),
-            Kevent::new(ident(&b), EVFILT_WRITE, EV_ADD | EV_CLEAR, 2),
-        ],
-    );
+    let (mut a, _b, mut kq) = watching(&[
+        (EVFILT_READ, EV_ADD, 1),
+        (EVFILT_WRITE, EV_ADD | EV_CLEAR, 2),
+    ]);
     a.write_all(b"x").unwrap();
     let mut seen_read = 0;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -224,9 +205,7 @@ fn level_beside_clear_stays_level() {
 /// also sets EV_EOF in flags".
 #[test]
 fn hangup_sets_eof() {
-    let (a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 0)]);
+    let (a, _b, mut kq) = watching(&[(EVFILT_READ, EV_ADD, 0)]);
     drop(a);
     let got = events(&mut kq, PATIENCE);
     assert_eq!(got.len(), 1);
@@ -264,9 +243,7 @@ fn listener_data_is_the_backlog() {
 /// returns at once.
 #[test]
 fn timeouts_and_empty_eventlist() {
-    let (_a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 0)]);
+    let (_a, _b, mut kq) = watching(&[(EVFILT_READ, EV_ADD, 0)]);
     let t = Instant::now();
     assert!(events(&mut kq, Some(Duration::from_millis(60))).is_empty());
     assert!(t.elapsed() >= Duration::from_millis(55));
@@ -389,9 +366,7 @@ fn wakeone_wakes_one_and_rotates() {
 /// forget_fd drops the knotes of a closed descriptor; the number can be reused.
 #[test]
 fn forget_fd_then_reuse() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(&mut kq, &[Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1)]);
+    let (mut a, b, mut kq) = watching(&[(EVFILT_READ, EV_ADD, 1)]);
     let fd = ident(&b);
     drop(b);
     kq.forget_fd(fd as i32);
@@ -410,15 +385,7 @@ fn forget_fd_then_reuse() {
 /// same knote.
 #[test]
 fn a_knote_is_returned_at_most_once_per_call() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(
-        &mut kq,
-        &[
-            Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1),
-            Kevent::new(ident(&b), EVFILT_WRITE, EV_ADD, 2),
-        ],
-    );
+    let (mut a, _b, mut kq) = watching(&[(EVFILT_READ, EV_ADD, 1), (EVFILT_WRITE, EV_ADD, 2)]);
     a.write_all(b"x").unwrap();
     let mut one = [Kevent::default(); 1];
     assert_eq!(kq.kevent(&[], &mut one, PATIENCE).unwrap(), 1);
@@ -438,15 +405,10 @@ fn a_knote_is_returned_at_most_once_per_call() {
 /// and a fresh edge for the fd must not both report it in one call.
 #[test]
 fn a_repolled_level_knote_is_returned_once_per_call() {
-    let (mut a, b) = pair();
-    let mut kq = Kqueue::new().unwrap();
-    change(
-        &mut kq,
-        &[
-            Kevent::new(ident(&b), EVFILT_READ, EV_ADD, 1),
-            Kevent::new(ident(&b), EVFILT_WRITE, EV_ADD | EV_CLEAR, 2),
-        ],
-    );
+    let (mut a, _b, mut kq) = watching(&[
+        (EVFILT_READ, EV_ADD, 1),
+        (EVFILT_WRITE, EV_ADD | EV_CLEAR, 2),
+    ]);
     a.write_all(b"x").unwrap();
     assert!(!events(&mut kq, PATIENCE).is_empty());
     // A new arrival: an edge for the fd while the level READ knote is re-polled.

@@ -855,16 +855,7 @@ fn reused_number_with_old_file_alive_gets_no_stale_event() {
 #[test]
 fn close_releases_the_file_whatever_the_request_state() {
     for_each_backend(every_backend, |kind| {
-        let caps = kind.capabilities();
-        let modes = [
-            (Mode::Level, caps.level),
-            (Mode::Event, caps.event),
-            (Mode::Oneshot, caps.oneshot),
-        ];
-        for (mode, has) in modes {
-            if !has {
-                continue;
-            }
+        for mode in supported_modes(kind) {
             // 0: closed before any wait; 1: after a wait armed it; 2: after a wait
             // armed it and data woke it.
             for stage in 0..3 {

@@ -3,7 +3,7 @@
 
 mod util;
 
-use evq::{EventQueue, Interest, Mode, Options};
+use evq::EventQueue;
 use std::collections::HashMap;
 use util::*;
 
@@ -23,22 +23,10 @@ fn shuffled(n: usize, mut seed: u64) -> Vec<usize> {
 #[test]
 fn every_write_is_seen_exactly_once() {
     for_each_backend(every_backend, |kind| {
-        let caps = kind.capabilities();
-        let modes = [
-            (Mode::Level, caps.level),
-            (Mode::Event, caps.event),
-            (Mode::Oneshot, caps.oneshot),
-        ];
-        for (mode, supported) in modes {
-            if !supported {
-                continue;
-            }
+        for mode in supported_modes(kind) {
             let mut q = EventQueue::with_backend(kind).unwrap();
-            let pairs: Vec<_> = (0..PAIRS).map(|_| pair()).collect();
-            for (i, (ours, _)) in pairs.iter().enumerate() {
-                q.declare_interest(fd(ours), Interest::READ, Options::new(i as u64).mode(mode))
-                    .unwrap();
-            }
+            let pairs = pairs(PAIRS);
+            declare_readers(std::slice::from_mut(&mut q), &pairs, mode);
             // Write in random order, interleaved with dequeues of small batches.
             let order = shuffled(PAIRS, 0x9e37_79b9_7f4a_7c15 ^ mode as u64);
             let mut seen: HashMap<u64, usize> = HashMap::new();

@@ -6,11 +6,11 @@
 //! The limit is lowered for this whole process, so this is its own test binary with
 //! one test (the backends run one after the other).
 
-use evq::{BackendKind, EventQueue, Events, Interest, Mode, Options};
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+mod util;
+
+use evq::{BackendKind, EventQueue, Events, Mode};
+use std::time::Duration;
+use util::*;
 
 const SOCKETS: usize = 500;
 const LIMIT: u64 = 64;
@@ -39,28 +39,15 @@ fn set_limits() {
 
 fn run(kind: BackendKind, mode: Mode) {
     let mut q = EventQueue::with_backend(kind).unwrap();
-    let pairs: Vec<(UnixStream, UnixStream)> = (0..SOCKETS)
-        .map(|_| {
-            let (a, b) = UnixStream::pair().unwrap();
-            b.set_nonblocking(true).unwrap();
-            (a, b)
-        })
-        .collect();
-    for (i, (_, b)) in pairs.iter().enumerate() {
-        q.declare_interest(
-            b.as_raw_fd(),
-            Interest::READ,
-            Options::new(i as u64).mode(mode),
-        )
-        .unwrap();
-    }
+    let pairs = pairs(SOCKETS);
+    declare_readers(std::slice::from_mut(&mut q), &pairs, mode);
     // Registration makes each fd a candidate once; let the queue look at them while
     // they are quiet so that only the signals below can report them.
     let mut events = Events::with_capacity(64);
     while q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap() > 0 {}
 
-    for (a, _) in &pairs {
-        (&*a).write_all(b"x").unwrap();
+    for (_, peer) in &pairs {
+        send(peer, 1);
     }
     let queued = sigq();
     eprintln!("{kind} {mode:?}: after {SOCKETS} writes: {queued}");
@@ -72,24 +59,14 @@ fn run(kind: BackendKind, mode: Mode) {
         .unwrap_or(0);
     assert!(count >= LIMIT, "the RT queue did not fill: {queued}");
 
-    let mut seen = vec![0u32; SOCKETS];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut buf = [0u8; 16];
-    while seen.contains(&0) && Instant::now() < deadline {
-        q.get_next_event(&mut events, Some(Duration::from_millis(200)))
-            .unwrap();
-        for e in events.iter() {
-            let i = e.token() as usize;
-            assert!(i < SOCKETS, "unknown token {}", e.token());
-            assert!(e.is_readable(), "{e:?}");
-            // None invented: each reported socket really has its byte.
-            assert_eq!((&pairs[i].1).read(&mut buf).unwrap(), 1, "{kind}: {i}");
-            seen[i] += 1;
-        }
-    }
-    let missing: Vec<_> = (0..SOCKETS).filter(|&i| seen[i] == 0).collect();
-    assert!(missing.is_empty(), "{kind} {mode:?}: lost {missing:?}");
-    assert!(seen.iter().all(|&n| n == 1), "{kind} {mode:?}: duplicates");
+    let what = format!("{kind} {mode:?}");
+    expect_each_reported_once(
+        std::slice::from_mut(&mut q),
+        &pairs,
+        &mut events,
+        Duration::from_millis(200),
+        &what,
+    );
     // The queue says it went through the recovery this test is about.
     assert!(q.stats().overflows >= 1, "{kind} {mode:?}: {:?}", q.stats());
     assert_eq!(
@@ -100,7 +77,7 @@ fn run(kind: BackendKind, mode: Mode) {
     );
 
     // Signals work again after recovery.
-    (&pairs[123].0).write_all(b"y").unwrap();
+    send(&pairs[123].1, 1);
     q.get_next_event(&mut events, Some(Duration::from_secs(5)))
         .unwrap();
     let tokens: Vec<_> = events.iter().map(|e| e.token()).collect();
@@ -114,45 +91,22 @@ fn two_queues_one_thread(kind: BackendKind) {
         EventQueue::with_backend(kind).unwrap(),
         EventQueue::with_backend(kind).unwrap(),
     ];
-    let pairs: Vec<(UnixStream, UnixStream)> = (0..SOCKETS)
-        .map(|_| {
-            let (a, b) = UnixStream::pair().unwrap();
-            b.set_nonblocking(true).unwrap();
-            (a, b)
-        })
-        .collect();
-    for (i, (_, b)) in pairs.iter().enumerate() {
-        queues[i % 2]
-            .declare_interest(b.as_raw_fd(), Interest::READ, Options::new(i as u64))
-            .unwrap();
-    }
+    let pairs = pairs(SOCKETS);
+    declare_readers(&mut queues, &pairs, Mode::Level);
     let mut events = Events::with_capacity(64);
     for q in &mut queues {
         while q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap() > 0 {}
     }
-    for (a, _) in &pairs {
-        (&*a).write_all(b"x").unwrap();
+    for (_, peer) in &pairs {
+        send(peer, 1);
     }
-    let mut seen = vec![0u32; SOCKETS];
-    let mut buf = [0u8; 16];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while seen.contains(&0) && Instant::now() < deadline {
-        for (n, q) in queues.iter_mut().enumerate() {
-            q.get_next_event(&mut events, Some(Duration::from_millis(20)))
-                .unwrap();
-            for e in events.iter() {
-                let i = e.token() as usize;
-                assert_eq!(i % 2, n, "{kind}: event on the wrong queue");
-                assert_eq!((&pairs[i].1).read(&mut buf).unwrap(), 1);
-                seen[i] += 1;
-            }
-        }
-    }
-    let missing: Vec<_> = (0..SOCKETS).filter(|&i| seen[i] == 0).collect();
-    assert!(missing.is_empty(), "{kind} two queues: lost {missing:?}");
-    assert!(
-        seen.iter().all(|&n| n == 1),
-        "{kind} two queues: duplicates"
+    let what = format!("{kind} two queues");
+    expect_each_reported_once(
+        &mut queues,
+        &pairs,
+        &mut events,
+        Duration::from_millis(20),
+        &what,
     );
 }
 

@@ -9,6 +9,9 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+use util::pair;
+
+mod util;
 
 const KINDS: &[BackendKind] = &[
     BackendKind::Epoll,
@@ -30,11 +33,17 @@ fn kinds() -> impl Iterator<Item = BackendKind> {
     })
 }
 
-fn pair() -> (UnixStream, UnixStream) {
-    let (a, b) = UnixStream::pair().expect("socketpair");
-    a.set_nonblocking(true).expect("nonblocking");
-    b.set_nonblocking(true).expect("nonblocking");
-    (a, b)
+/// A queue of `kind` watching the second end of a fresh [`pair`] for `interest`:
+/// (queue, peer, watched end, the state `declare_interest` returned).
+fn watching(
+    kind: BackendKind,
+    interest: Interest,
+    opts: Options,
+) -> (EventQueue, UnixStream, UnixStream, Readiness) {
+    let mut q = EventQueue::with_backend(kind).unwrap();
+    let (a, b) = pair();
+    let state = q.declare_interest(b.as_raw_fd(), interest, opts).unwrap();
+    (q, a, b, state)
 }
 
 /// All events within `timeout`, as token → readiness (asserting one per token per call).
@@ -59,11 +68,7 @@ fn collect(q: &mut EventQueue, timeout: Option<Duration>) -> HashMap<u64, Readin
 #[test]
 fn level_repeats_until_drained_then_stops() {
     for kind in kinds() {
-        let mut q = EventQueue::with_backend(kind).unwrap();
-        let (mut a, mut b) = pair();
-        let state = q
-            .declare_interest(b.as_raw_fd(), Interest::READ, Options::new(1))
-            .unwrap();
+        let (mut q, mut a, mut b, state) = watching(kind, Interest::READ, Options::new(1));
         assert!(!state.contains(Readiness::READ), "{kind}");
         assert!(collect(&mut q, Some(Duration::ZERO)).is_empty(), "{kind}");
         a.write_all(b"x").unwrap();
@@ -102,14 +107,8 @@ fn ready_before_registration_is_reported() {
 #[test]
 fn event_mode_reports_arrivals_once() {
     for kind in kinds() {
-        let mut q = EventQueue::with_backend(kind).unwrap();
-        let (mut a, b) = pair();
-        q.declare_interest(
-            b.as_raw_fd(),
-            Interest::READ,
-            Options::new(3).mode(Mode::Event),
-        )
-        .unwrap();
+        let (mut q, mut a, _b, _) =
+            watching(kind, Interest::READ, Options::new(3).mode(Mode::Event));
         a.write_all(b"x").unwrap();
         a.write_all(b"y").unwrap();
         let got = collect(&mut q, LONG);
@@ -126,11 +125,10 @@ fn event_mode_reports_arrivals_once() {
 #[test]
 fn oneshot_disarms_until_modify() {
     for kind in kinds() {
-        let mut q = EventQueue::with_backend(kind).unwrap();
-        let (mut a, b) = pair();
+        let (mut q, mut a, b, _) =
+            watching(kind, Interest::READ, Options::new(4).mode(Mode::Oneshot));
         let fd = b.as_raw_fd();
         let opts = Options::new(4).mode(Mode::Oneshot);
-        q.declare_interest(fd, Interest::READ, opts).unwrap();
         a.write_all(b"x").unwrap();
         assert!(collect(&mut q, LONG).contains_key(&4), "{kind}");
         a.write_all(b"y").unwrap();
@@ -146,11 +144,7 @@ fn oneshot_disarms_until_modify() {
 #[test]
 fn write_interest_and_hangup() {
     for kind in kinds() {
-        let mut q = EventQueue::with_backend(kind).unwrap();
-        let (a, b) = pair();
-        let state = q
-            .declare_interest(b.as_raw_fd(), Interest::WRITE, Options::new(5))
-            .unwrap();
+        let (mut q, a, b, state) = watching(kind, Interest::WRITE, Options::new(5));
         assert!(state.contains(Readiness::WRITE));
         let got = collect(&mut q, LONG);
         assert!(
@@ -181,11 +175,9 @@ fn write_interest_and_hangup() {
 #[test]
 fn stale_events_after_close_and_reuse_are_dropped() {
     for kind in kinds() {
-        let mut q = EventQueue::with_backend(kind).unwrap();
-        let (mut a, b) = pair();
+        let (mut q, mut a, b, _) =
+            watching(kind, Interest::READ, Options::new(7).mode(Mode::Event));
         let fd = b.as_raw_fd();
-        q.declare_interest(fd, Interest::READ, Options::new(7).mode(Mode::Event))
-            .unwrap();
         a.write_all(b"old").unwrap(); // queued in the kernel for the old file
         std::thread::sleep(Duration::from_millis(10));
         // Close behind the queue's back and reuse the number for a quiet socket, in
@@ -263,14 +255,8 @@ fn notify_wakes_a_blocked_wait() {
 #[test]
 fn queue_moved_to_another_thread_keeps_working() {
     for kind in kinds() {
-        let mut q = EventQueue::with_backend(kind).unwrap();
-        let (mut a, b) = pair();
-        q.declare_interest(
-            b.as_raw_fd(),
-            Interest::READ,
-            Options::new(9).mode(Mode::Event),
-        )
-        .unwrap();
+        let (mut q, mut a, b, _) =
+            watching(kind, Interest::READ, Options::new(9).mode(Mode::Event));
         a.write_all(b"before").unwrap(); // signalled to the creating thread
         let q = std::thread::spawn(move || {
             let got = collect(&mut q, LONG);

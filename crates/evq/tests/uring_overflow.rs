@@ -5,73 +5,40 @@
 //!
 //! The environment variable is process-wide, so this is its own test binary.
 
+mod util;
+
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Options};
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use util::*;
 
 const SOCKETS: usize = 500;
 
-fn raise_nofile() {
-    let (_, hard) = rlimit::Resource::NOFILE.get().expect("getrlimit");
-    rlimit::Resource::NOFILE
-        .set(hard.min(4096), hard)
-        .expect("setrlimit NOFILE");
-}
-
 fn run(mode: Mode, already_ready: bool) {
     let mut q = EventQueue::with_backend(BackendKind::Uring).unwrap();
-    let pairs: Vec<(UnixStream, UnixStream)> = (0..SOCKETS)
-        .map(|_| {
-            let (a, b) = UnixStream::pair().unwrap();
-            b.set_nonblocking(true).unwrap();
-            (a, b)
-        })
-        .collect();
+    let pairs = pairs(SOCKETS);
     let mut events = Events::with_capacity(32);
     if already_ready {
-        for (a, _) in &pairs {
-            (&*a).write_all(b"x").unwrap();
+        for (_, peer) in &pairs {
+            send(peer, 1);
         }
     }
-    for (i, (_, b)) in pairs.iter().enumerate() {
-        q.declare_interest(
-            b.as_raw_fd(),
-            Interest::READ,
-            Options::new(i as u64).mode(mode),
-        )
-        .unwrap();
-    }
+    declare_readers(std::slice::from_mut(&mut q), &pairs, mode);
     if !already_ready {
         // Arm every poll while quiet, then make all ready at once.
         q.get_next_event(&mut events, Some(Duration::ZERO)).unwrap();
         assert!(events.is_empty());
-        for (a, _) in &pairs {
-            (&*a).write_all(b"x").unwrap();
+        for (_, peer) in &pairs {
+            send(peer, 1);
         }
     }
-    let mut seen = vec![0u32; SOCKETS];
-    let mut buf = [0u8; 16];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while seen.contains(&0) && Instant::now() < deadline {
-        q.get_next_event(&mut events, Some(Duration::from_millis(200)))
-            .unwrap();
-        for e in events.iter() {
-            let i = e.token() as usize;
-            assert!(i < SOCKETS && e.is_readable(), "{e:?}");
-            let r = (&pairs[i].1).read(&mut buf);
-            assert!(
-                matches!(r, Ok(1)),
-                "{mode:?} ready={already_ready}: {i} reported but read gave {r:?} (seen {} times)",
-                seen[i]
-            );
-            seen[i] += 1;
-        }
-    }
-    let missing: Vec<_> = (0..SOCKETS).filter(|&i| seen[i] == 0).collect();
-    assert!(missing.is_empty(), "{mode:?}: lost {missing:?}");
-    assert!(seen.iter().all(|&n| n == 1), "{mode:?}: duplicates");
+    let what = format!("{mode:?} ready={already_ready}");
+    expect_each_reported_once(
+        std::slice::from_mut(&mut q),
+        &pairs,
+        &mut events,
+        Duration::from_millis(200),
+        &what,
+    );
     // The CQ (4 entries) really overflowed, and the queue says it recovered.
     // When the sockets become ready after their polls were armed, the wake-ups post
     // 500 completions into a 4-entry CQ: it overflows, and the queue says it
@@ -88,13 +55,13 @@ fn run(mode: Mode, already_ready: bool) {
     );
     if mode == Mode::Oneshot {
         q.declare_interest(
-            pairs[321].1.as_raw_fd(),
+            fd(&pairs[321].0),
             Interest::READ,
             Options::new(321).mode(mode),
         )
         .unwrap();
     }
-    (&pairs[321].0).write_all(b"y").unwrap();
+    send(&pairs[321].1, 1);
     q.get_next_event(&mut events, Some(Duration::from_secs(5)))
         .unwrap();
     let tokens: Vec<_> = events.iter().map(|e| e.token()).collect();

@@ -212,12 +212,11 @@ static void pipe_at(int p[2], int fd)
     }
 }
 
-static void test_fd_reuse(void)
+/* A pipe declared for reading with "old" unread, closed (both ends), and the
+ * number of its read end taken by a fresh pipe `b`: returns that number. */
+static int reuse_closed_watched_number(int b[2])
 {
-    int a[2], b[2], state = -1;
-    event_descr_t ev[4];
-
-    /* Close with an event pending, reuse the number: no stale event. */
+    int a[2];
     nonblocking_pipe(a);
     int number = a[0];
     CHECK(declare_interest(number, EVENT_READ, NULL) == 0);
@@ -225,6 +224,16 @@ static void test_fd_reuse(void)
     close(a[0]);
     close(a[1]);
     pipe_at(b, number);
+    return number;
+}
+
+static void test_fd_reuse(void)
+{
+    int a[2], b[2], state = -1;
+    event_descr_t ev[4];
+
+    /* Close with an event pending, reuse the number: no stale event. */
+    int number = reuse_closed_watched_number(b);
     CHECK(wait_events(ev, 4, 200) == 0);
     CHECK(declare_interest(number, EVENT_READ, &state) == 0);
     CHECK(state == 0);
@@ -268,15 +277,9 @@ static void test_fd_reuse(void)
  * regular file, made every get_next_event return at once). */
 static void test_closed_number_reused_without_declaring(void)
 {
-    int a[2], b[2];
+    int b[2];
     event_descr_t ev[4];
-    nonblocking_pipe(a);
-    int number = a[0];
-    CHECK(declare_interest(number, EVENT_READ, NULL) == 0);
-    CHECK(write(a[1], "old", 3) == 3);
-    close(a[0]);
-    close(a[1]);
-    pipe_at(b, number);
+    int number = reuse_closed_watched_number(b);
     CHECK(write(b[1], "new", 3) == 3);
     CHECK(wait_events(ev, 4, 200) == 0);
     CHECK(wait_events(ev, 4, 0) == 0);

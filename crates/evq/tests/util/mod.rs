@@ -2,10 +2,11 @@
 //! once per available backend.
 #![allow(dead_code)]
 
-use evq::{BackendKind, Capabilities, Event, EventQueue, Events};
+use evq::{BackendKind, Capabilities, Event, EventQueue, Events, Interest, Mode, Options};
+use std::io::Read;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Long enough for a loaded 2-core box; tests only wait this long when failing.
 pub const PATIENCE: Duration = Duration::from_secs(10);
@@ -117,4 +118,71 @@ pub fn drain(s: &UnixStream) -> usize {
         }
         total += n as usize;
     }
+}
+
+/// `n` socket pairs from [`pair`]: (ours, peer).
+pub fn pairs(n: usize) -> Vec<(UnixStream, UnixStream)> {
+    (0..n).map(|_| pair()).collect()
+}
+
+/// Declares READ interest in our end of every pair, pair `i`'s with token `i` in
+/// `queues[i % queues.len()]`.
+pub fn declare_readers(queues: &mut [EventQueue], pairs: &[(UnixStream, UnixStream)], mode: Mode) {
+    let n = queues.len();
+    for (i, (ours, _)) in pairs.iter().enumerate() {
+        queues[i % n]
+            .declare_interest(fd(ours), Interest::READ, Options::new(i as u64).mode(mode))
+            .expect("declare_interest");
+    }
+}
+
+/// After each peer sent one byte: waits on `queues` in turn (`slice` each) until
+/// our end of every pair was reported, or [`PATIENCE`] passes, and asserts that
+/// each was reported exactly once, by the queue [`declare_readers`] put it in, and
+/// that each report finds its byte (no event invented).
+pub fn expect_each_reported_once(
+    queues: &mut [EventQueue],
+    pairs: &[(UnixStream, UnixStream)],
+    events: &mut Events,
+    slice: Duration,
+    what: &str,
+) {
+    let mut seen = vec![0u32; pairs.len()];
+    let mut buf = [0u8; 16];
+    let deadline = Instant::now() + PATIENCE;
+    while seen.contains(&0) && Instant::now() < deadline {
+        let count = queues.len();
+        for (n, q) in queues.iter_mut().enumerate() {
+            q.get_next_event(events, Some(slice))
+                .expect("get_next_event");
+            for e in events.iter() {
+                let i = e.token() as usize;
+                assert!(i < pairs.len() && e.is_readable(), "{what}: {e:?}");
+                assert_eq!(i % count, n, "{what}: event on the wrong queue");
+                let r = (&pairs[i].0).read(&mut buf);
+                assert!(
+                    matches!(r, Ok(1)),
+                    "{what}: {i} reported but read gave {r:?} (seen {} times)",
+                    seen[i]
+                );
+                seen[i] += 1;
+            }
+        }
+    }
+    let missing: Vec<_> = (0..pairs.len()).filter(|&i| seen[i] == 0).collect();
+    assert!(missing.is_empty(), "{what}: lost {missing:?}");
+    assert!(seen.iter().all(|&n| n == 1), "{what}: duplicates");
+}
+
+/// The delivery modes `kind` declares it supports.
+pub fn supported_modes(kind: BackendKind) -> Vec<Mode> {
+    let caps = kind.capabilities();
+    [
+        (Mode::Level, caps.level),
+        (Mode::Event, caps.event),
+        (Mode::Oneshot, caps.oneshot),
+    ]
+    .into_iter()
+    .filter_map(|(mode, has)| has.then_some(mode))
+    .collect()
 }
