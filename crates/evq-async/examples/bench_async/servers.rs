@@ -34,6 +34,26 @@ fn hello(
     move |_req| std::future::ready(Ok(Response::new(Full::new(body.clone()))))
 }
 
+/// The echo loop of the contenders whose sockets speak `futures-io` (evq-async
+/// and smol): every byte read is written back, until EOF or an error.
+async fn echo<S>(mut stream: S)
+where
+    S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin,
+{
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if stream.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
 fn announce(addr: SocketAddr) {
     println!("listening on {addr}");
     let _ = io::stdout().flush();
@@ -56,7 +76,6 @@ pub fn serve(runtime: &str, workload: Workload, addr: SocketAddr) -> io::Result<
 mod evq {
     use super::*;
     use evq_async::{Async, Executor};
-    use futures_lite::{AsyncReadExt, AsyncWriteExt};
 
     pub fn serve(workload: Workload, addr: SocketAddr) -> io::Result<()> {
         let ex = Executor::new();
@@ -77,22 +96,7 @@ mod evq {
                         })
                         .detach();
                     }
-                    Workload::Echo => ex
-                        .spawn(async move {
-                            let mut stream = stream;
-                            let mut buf = vec![0u8; 4096];
-                            loop {
-                                match stream.read(&mut buf).await {
-                                    Ok(0) | Err(_) => break,
-                                    Ok(n) => {
-                                        if stream.write_all(&buf[..n]).await.is_err() {
-                                            break;
-                                        }
-                                    }
-                                }
-                            }
-                        })
-                        .detach(),
+                    Workload::Echo => ex.spawn(echo(stream)).detach(),
                 }
             }
         })
@@ -153,7 +157,6 @@ mod tokio_rt {
 
 mod smol_rt {
     use super::*;
-    use futures_lite::{AsyncReadExt, AsyncWriteExt};
     use hyper::rt::ReadBufCursor;
     use std::io::Write;
     use std::os::fd::AsRawFd;
@@ -261,22 +264,7 @@ mod smol_rt {
                         })
                         .detach();
                     }
-                    Workload::Echo => ex
-                        .spawn(async move {
-                            let mut stream = stream;
-                            let mut buf = vec![0u8; 4096];
-                            loop {
-                                match stream.read(&mut buf).await {
-                                    Ok(0) | Err(_) => break,
-                                    Ok(n) => {
-                                        if stream.write_all(&buf[..n]).await.is_err() {
-                                            break;
-                                        }
-                                    }
-                                }
-                            }
-                        })
-                        .detach(),
+                    Workload::Echo => ex.spawn(echo(stream)).detach(),
                 }
             }
         }))
