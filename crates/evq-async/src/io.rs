@@ -8,7 +8,7 @@ use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 /// An I/O object (a socket, a pipe, any pollable descriptor) registered with evq's
 /// reactor.
@@ -196,11 +196,11 @@ impl<T> Async<T> {
     }
 
     fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
-        let (poll, rearm) = self.source.poll_ready(dir, cx);
-        if let Rearm::Needed = rearm {
-            self.reactor.rearm(&self.source);
+        AsyncRef {
+            source: &self.source,
+            reactor: self.reactor,
         }
-        poll
+        .poll_ready(dir, cx)
     }
 
     /// The heart of every operation: try `op`; on `WouldBlock` wait for the next
@@ -341,65 +341,75 @@ struct AsyncRef<'a> {
 }
 
 impl AsyncRef<'_> {
+    /// Applies what a poll of the source said about its registration: a oneshot
+    /// registration that must be armed again is re-armed before the poll's
+    /// answer is handed on.
+    #[inline]
+    fn rearmed<P>(&self, (poll, rearm): (P, Rearm)) -> P {
+        if let Rearm::Needed = rearm {
+            self.reactor.rearm(self.source);
+        }
+        poll
+    }
+
+    /// Readiness in `dir`, with the tick it was observed at.
+    #[inline]
+    fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
+        self.rearmed(self.source.poll_ready(dir, cx))
+    }
+
+    /// The loop under every operation: when ready, try `op`; `WouldBlock` clears
+    /// the readiness observed and waits again, and so does a success for which
+    /// `drained` says the kernel has nothing more (see `source.rs` for why no
+    /// wake-up is lost).
+    #[inline]
+    fn poll_op<R>(
+        &self,
+        dir: Direction,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut() -> io::Result<R>,
+        drained: impl Fn(&R) -> bool,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let tick = ready!(self.poll_ready(dir, cx))?;
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.source.clear_ready(dir, tick)
+                }
+                Ok(r) => {
+                    if drained(&r) {
+                        self.source.clear_ready(dir, tick);
+                    }
+                    return Poll::Ready(Ok(r));
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
     /// `poll_io` for a transfer of up to `len` bytes that returns how many moved:
     /// on a handle that drains (see `Source::drains`), a short transfer clears the
     /// direction's readiness as a `WouldBlock` would have.
+    #[inline]
     fn poll_transfer(
         &self,
         dir: Direction,
         cx: &mut Context<'_>,
         len: usize,
         drains: bool,
-        mut op: impl FnMut() -> io::Result<usize>,
+        op: impl FnMut() -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        loop {
-            let (poll, rearm) = self.source.poll_ready(dir, cx);
-            if let Rearm::Needed = rearm {
-                self.reactor.rearm(self.source);
-            }
-            let tick = match poll {
-                Poll::Ready(Ok(tick)) => tick,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            };
-            match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.source.clear_ready(dir, tick)
-                }
-                Ok(n) => {
-                    if drains && n > 0 && n < len {
-                        self.source.clear_ready(dir, tick);
-                    }
-                    return Poll::Ready(Ok(n));
-                }
-                result => return Poll::Ready(result),
-            }
-        }
+        self.poll_op(dir, cx, op, |&n| drains && n > 0 && n < len)
     }
 
+    #[inline]
     fn poll_io<R>(
         &self,
         dir: Direction,
         cx: &mut Context<'_>,
-        mut op: impl FnMut() -> io::Result<R>,
+        op: impl FnMut() -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        loop {
-            let (poll, rearm) = self.source.poll_ready(dir, cx);
-            if let Rearm::Needed = rearm {
-                self.reactor.rearm(self.source);
-            }
-            let tick = match poll {
-                Poll::Ready(Ok(tick)) => tick,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            };
-            match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.source.clear_ready(dir, tick)
-                }
-                result => return Poll::Ready(result),
-            }
-        }
+        self.poll_op(dir, cx, op, |_| false)
     }
 }
 
@@ -440,11 +450,11 @@ struct Waiting<'a, T> {
 
 impl<T> Waiting<'_, T> {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let (poll, rearm) = self.handle.source.poll_waiter(self.dir, cx, &mut self.slot);
-        if let Rearm::Needed = rearm {
-            self.handle.reactor.rearm(&self.handle.source);
-        }
-        poll
+        let handle = AsyncRef {
+            source: &self.handle.source,
+            reactor: self.handle.reactor,
+        };
+        handle.rearmed(self.handle.source.poll_waiter(self.dir, cx, &mut self.slot))
     }
 }
 

@@ -37,6 +37,15 @@ fn accept_nonblocking(listener: RawFd) -> io::Result<(OwnedFd, SockAddr)> {
     Ok((unsafe { OwnedFd::from_raw_fd(fd) }, addr))
 }
 
+/// A TCP socket for `addr`'s family, non-blocking and close-on-exec from birth.
+fn tcp_socket(addr: SocketAddr) -> io::Result<Socket> {
+    Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking().cloexec(),
+        Some(Protocol::TCP),
+    )
+}
+
 impl Async<TcpListener> {
     /// Binds a listening TCP socket (`SO_REUSEADDR`, backlog 1024).
     ///
@@ -53,11 +62,7 @@ impl Async<TcpListener> {
     /// registration's (see [`Async::new`]).
     pub fn bind(addr: impl Into<SocketAddr>) -> io::Result<Async<TcpListener>> {
         let addr = addr.into();
-        let socket = Socket::new(
-            Domain::for_address(addr),
-            Type::STREAM.nonblocking().cloexec(),
-            Some(Protocol::TCP),
-        )?;
+        let socket = tcp_socket(addr)?;
         socket.set_reuse_address(true)?;
         socket.bind(&addr.into())?;
         socket.listen(BACKLOG)?;
@@ -90,11 +95,7 @@ impl Async<TcpStream> {
     /// the registration's.
     pub async fn connect(addr: impl Into<SocketAddr>) -> io::Result<Async<TcpStream>> {
         let addr = addr.into();
-        let socket = Socket::new(
-            Domain::for_address(addr),
-            Type::STREAM.nonblocking().cloexec(),
-            Some(Protocol::TCP),
-        )?;
+        let socket = tcp_socket(addr)?;
         match socket.connect(&addr.into()) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
