@@ -297,20 +297,12 @@ impl Harness {
             14 | 15 => self.paper_declare(input)?,
             16 => self.paper_wait(input)?,
             _ => {
-                let (Some(slot), Some(what), Some(amount)) = (input.u8(), input.u8(), input.u16())
-                else {
-                    return None;
-                };
-                let open = self.fds.open();
-                let fd = open[slot as usize % open.len()];
-                let before = self.fds.open();
-                self.fds.stimulate(fd, what, amount);
+                let (fd, what) = self.fds.stimulate_from(input)?;
                 if what % 8 == 7 {
                     // The file behind `fd` was replaced: closing a descriptor
                     // removes the paper API's interest in it (evq.h).
                     self.paper_closed(fd);
                 }
-                debug_assert!(before.iter().all(|f| self.fds.holds(*f)));
             }
         }
         Some(())

@@ -90,12 +90,9 @@ pub fn run_on(kind: BackendKind, ops: &[u8]) {
                 kq.set_wakeone_rotation(every);
             }
             _ => {
-                let (Some(slot), Some(what), Some(amount)) = (input.u8(), input.u8(), input.u16())
-                else {
+                if fds.stimulate_from(&mut input).is_none() {
                     break;
-                };
-                let open = fds.open();
-                fds.stimulate(open[slot as usize % open.len()], what, amount);
+                }
             }
         }
     }

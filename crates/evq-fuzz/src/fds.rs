@@ -13,6 +13,8 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
 
+use crate::input::Input;
+
 /// Most bytes one stimulus writes, so an input cannot grow buffers without bound.
 const MAX_WRITE: usize = 4096;
 
@@ -206,6 +208,24 @@ impl Descriptors {
     /// Whether `fd` is one of the numbers this input holds.
     pub fn holds(&self, fd: RawFd) -> bool {
         self.open().contains(&fd)
+    }
+
+    /// Reads one stimulus from `input` — a held number (its index among
+    /// [`open`](Self::open), wrapped), then `what` and `amount` as
+    /// [`stimulate`](Self::stimulate) takes them — and applies it. Returns the
+    /// number and `what`; `None` once the input has run out.
+    pub fn stimulate_from(&mut self, input: &mut Input<'_>) -> Option<(RawFd, u8)> {
+        let (Some(slot), Some(what), Some(amount)) = (input.u8(), input.u8(), input.u16()) else {
+            return None;
+        };
+        let open = self.open();
+        let fd = open[slot as usize % open.len()];
+        self.stimulate(fd, what, amount);
+        debug_assert!(
+            open.iter().all(|f| self.holds(*f)),
+            "a stimulus replaces files, never gives up a number"
+        );
+        Some((fd, what))
     }
 
     /// Applies one stimulus, chosen by `what`, to the held number `fd`: writes,

@@ -111,6 +111,17 @@ pub struct CaseReport {
 }
 
 impl CaseReport {
+    /// Everything lost, of every kind: records, timers, notifications and
+    /// connections.
+    pub fn all_lost(&self) -> u64 {
+        self.lost + self.timers_lost + self.wakeups_lost + self.connections_lost
+    }
+
+    /// Everything delivered twice, of every kind: records and connections.
+    pub fn all_duplicated(&self) -> u64 {
+        self.duplicated + self.connections_duplicated
+    }
+
     /// True when every promise held and nothing went wrong.
     pub fn passed(&self) -> bool {
         self.lost == 0
