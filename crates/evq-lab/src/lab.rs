@@ -156,7 +156,9 @@ pub fn run(opts: &LabOptions) -> io::Result<LabResults> {
             Outcome::Measured(_) => None,
         })
         .collect();
-    if require_all() && !failed.is_empty() {
+    // Under EVQ_REQUIRE_ALL (CI) a scenario that cannot measure at all fails
+    // `evq lab` instead of leaving its claims quietly not measured.
+    if evq_testkit::require_all() && !failed.is_empty() {
         return Err(io::Error::other(format!(
             "EVQ_REQUIRE_ALL=1 and {} scenario(s) could not measure (the report in {} says so too): {}",
             failed.len(),
@@ -165,13 +167,6 @@ pub fn run(opts: &LabOptions) -> io::Result<LabResults> {
         )));
     }
     Ok(results)
-}
-
-/// True when `EVQ_REQUIRE_ALL` is `1` (CI sets it): a scenario that cannot
-/// measure at all then fails `evq lab` instead of leaving its claims quietly
-/// not measured.
-pub fn require_all() -> bool {
-    std::env::var("EVQ_REQUIRE_ALL").as_deref() == Ok("1")
 }
 
 fn write_raw(dir: &Path, raw: &RawRun) -> io::Result<()> {

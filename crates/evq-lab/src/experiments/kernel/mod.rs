@@ -208,7 +208,7 @@ impl Experiment for Kernel {
         // kernel's claims as merely "not measured". A smoke run, which never
         // boots, stays a run whose claims are not measured, saying why.
         match vm {
-            Err(e) if plan.boot && crate::lab::require_all() => Err(io::Error::new(
+            Err(e) if plan.boot && evq_testkit::require_all() => Err(io::Error::new(
                 e.kind(),
                 format!("the VM did not run and EVQ_REQUIRE_ALL=1 forbids reporting that as not measured: {e}"),
             )),
