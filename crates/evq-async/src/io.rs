@@ -196,11 +196,7 @@ impl<T> Async<T> {
     }
 
     fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
-        AsyncRef {
-            source: &self.source,
-            reactor: self.reactor,
-        }
-        .poll_ready(dir, cx)
+        self.parts().poll_ready(dir, cx)
     }
 
     /// The heart of every operation: try `op`; on `WouldBlock` wait for the next
@@ -211,11 +207,7 @@ impl<T> Async<T> {
         cx: &mut Context<'_>,
         op: impl FnMut() -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        AsyncRef {
-            source: &self.source,
-            reactor: self.reactor,
-        }
-        .poll_io(dir, cx, op)
+        self.parts().poll_io(dir, cx, op)
     }
 
     /// Polls a non-blocking read-side operation (`read`, `recv`, `accept`, …):
@@ -287,16 +279,8 @@ impl<T> Async<T> {
         len: usize,
         mut op: impl FnMut(&mut T) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        let Async {
-            source,
-            reactor,
-            io,
-        } = self;
-        let io = io
-            .as_mut()
-            .expect("an Async handle holds its I/O object until dropped");
-        let drains = source.drains;
-        AsyncRef { source, reactor }.poll_transfer(dir, cx, len, drains, || op(io))
+        let (this, io) = self.parts_mut();
+        this.poll_transfer(dir, cx, len, this.source.drains, || op(io))
     }
 
     fn poll_transfer_ref(
@@ -307,11 +291,8 @@ impl<T> Async<T> {
         mut op: impl FnMut(&T) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
         let io = self.get_ref();
-        AsyncRef {
-            source: &self.source,
-            reactor: self.reactor,
-        }
-        .poll_transfer(dir, cx, len, self.source.drains, || op(io))
+        self.parts()
+            .poll_transfer(dir, cx, len, self.source.drains, || op(io))
     }
 
     fn poll_io_mut<R>(
@@ -320,6 +301,20 @@ impl<T> Async<T> {
         cx: &mut Context<'_>,
         mut op: impl FnMut(&mut T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
+        let (this, io) = self.parts_mut();
+        this.poll_io(dir, cx, || op(io))
+    }
+
+    /// The parts of the handle `poll_io` needs.
+    fn parts(&self) -> AsyncRef<'_> {
+        AsyncRef {
+            source: &self.source,
+            reactor: self.reactor,
+        }
+    }
+
+    /// The parts `poll_io` needs, and the I/O object borrowed mutably beside them.
+    fn parts_mut(&mut self) -> (AsyncRef<'_>, &mut T) {
         let Async {
             source,
             reactor,
@@ -328,8 +323,7 @@ impl<T> Async<T> {
         let io = io
             .as_mut()
             .expect("an Async handle holds its I/O object until dropped");
-        let this = AsyncRef { source, reactor };
-        this.poll_io(dir, cx, || op(io))
+        (AsyncRef { source, reactor }, io)
     }
 }
 
@@ -450,11 +444,9 @@ struct Waiting<'a, T> {
 
 impl<T> Waiting<'_, T> {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let handle = AsyncRef {
-            source: &self.handle.source,
-            reactor: self.handle.reactor,
-        };
-        handle.rearmed(self.handle.source.poll_waiter(self.dir, cx, &mut self.slot))
+        self.handle
+            .parts()
+            .rearmed(self.handle.source.poll_waiter(self.dir, cx, &mut self.slot))
     }
 }
 
@@ -631,10 +623,6 @@ impl<T> Async<T> {
         } else {
             Direction::Write
         };
-        AsyncRef {
-            source: &self.source,
-            reactor: self.reactor,
-        }
-        .poll_transfer(dir, cx, len, true, op)
+        self.parts().poll_transfer(dir, cx, len, true, op)
     }
 }
