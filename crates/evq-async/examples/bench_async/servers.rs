@@ -162,11 +162,29 @@ mod smol_rt {
     use std::os::fd::AsRawFd;
     use std::pin::Pin;
     use std::rc::Rc;
-    use std::task::{Context, Poll};
+    use std::task::{ready, Context, Poll};
 
     /// hyper's I/O traits over async-io, reading into hyper's uninitialised
     /// cursor with `read(2)` exactly as evq-async does.
     struct SmolIo(async_io::Async<TcpStream>);
+
+    impl SmolIo {
+        /// Tries a write-side `op`; on `WouldBlock` waits for writability and
+        /// tries again.
+        fn poll_writing(
+            &self,
+            cx: &mut Context<'_>,
+            mut op: impl FnMut(&TcpStream) -> io::Result<usize>,
+        ) -> Poll<io::Result<usize>> {
+            loop {
+                match op(self.0.get_ref()) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    r => return Poll::Ready(r),
+                }
+                ready!(self.0.poll_writable(cx))?;
+            }
+        }
+    }
 
     impl hyper::rt::Read for SmolIo {
         fn poll_read(
@@ -189,11 +207,7 @@ mod smol_rt {
                 if e.kind() != io::ErrorKind::WouldBlock {
                     return Poll::Ready(Err(e));
                 }
-                match self.0.poll_readable(cx) {
-                    Poll::Ready(Ok(())) => continue,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
-                }
+                ready!(self.0.poll_readable(cx))?;
             }
         }
     }
@@ -204,34 +218,14 @@ mod smol_rt {
             cx: &mut Context<'_>,
             buf: &[u8],
         ) -> Poll<io::Result<usize>> {
-            loop {
-                match Write::write(&mut self.0.get_ref(), buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    r => return Poll::Ready(r),
-                }
-                match self.0.poll_writable(cx) {
-                    Poll::Ready(Ok(())) => continue,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
+            self.poll_writing(cx, |mut s| Write::write(&mut s, buf))
         }
         fn poll_write_vectored(
             self: Pin<&mut Self>,
             cx: &mut Context<'_>,
             bufs: &[io::IoSlice<'_>],
         ) -> Poll<io::Result<usize>> {
-            loop {
-                match Write::write_vectored(&mut self.0.get_ref(), bufs) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    r => return Poll::Ready(r),
-                }
-                match self.0.poll_writable(cx) {
-                    Poll::Ready(Ok(())) => continue,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
+            self.poll_writing(cx, |mut s| Write::write_vectored(&mut s, bufs))
         }
         fn is_write_vectored(&self) -> bool {
             true
