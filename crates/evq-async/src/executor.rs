@@ -12,9 +12,7 @@
 //! a current-thread runtime: no lock is contended, no cross-thread wake-up is sent,
 //! and every registration is made at once by the thread that owns the queue.
 
-use crate::block_on::ActiveLoop;
-use crate::parking::Sleeper;
-use crate::reactor::{lock, Reactor};
+use crate::reactor::{lock, ActiveLoop, Reactor, Sleeper};
 use async_task::Runnable;
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 use std::cell::RefCell;

@@ -99,7 +99,6 @@ mod executor;
 mod hyper_rt;
 mod io;
 mod net;
-mod parking;
 mod reactor;
 mod source;
 mod timer;

@@ -2,8 +2,8 @@
 //! in line to take the queue over.
 
 use super::timers::TimerSlot;
+use super::Sleeper;
 use super::{lock, with_wakers, Driver, Reactor, TIMER_TAG};
-use crate::parking::Sleeper;
 use crate::source::Source;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;

@@ -12,12 +12,15 @@
 //! documentation compares this with async-io's reactor.
 
 mod drive;
+mod fallback;
+mod parking;
 mod registration;
 mod timers;
 
-use crate::parking::Sleeper;
 use crate::source::Source;
 use evq::{BackendKind, EventQueue, Events, Mode, TimerId};
+pub(crate) use fallback::ActiveLoop;
+pub(crate) use parking::{waker_for, Sleeper};
 use slab::Slab;
 use std::cell::RefCell;
 use std::io;
@@ -210,7 +213,7 @@ impl Reactor {
                 )
             });
             if r.is_ok() {
-                crate::block_on::start_fallback();
+                fallback::start();
             }
             r
         });

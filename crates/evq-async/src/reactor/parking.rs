@@ -10,7 +10,7 @@
 //! either finds it already asleep (and wakes it the right way) or leaves `NOTIFIED`
 //! behind, which makes the sleep return at once.
 
-use crate::reactor::Reactor;
+use super::Reactor;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
