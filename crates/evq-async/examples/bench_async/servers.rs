@@ -34,6 +34,18 @@ fn hello(
     move |_req| std::future::ready(Ok(Response::new(Full::new(body.clone()))))
 }
 
+/// One hyper connection, served the same way by every contender (http1, no
+/// timer), answering every request with `body` bytes.
+fn hyper_connection<I>(io: I, body: usize) -> impl std::future::Future<Output = ()>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+{
+    let service = service_fn(hello(Bytes::from(vec![b'x'; body])));
+    async move {
+        let _ = http1::Builder::new().serve_connection(io, service).await;
+    }
+}
+
 /// The echo loop of the contenders whose sockets speak `futures-io` (evq-async
 /// and smol): every byte read is written back, until EOF or an error.
 async fn echo<S>(mut stream: S)
@@ -87,15 +99,7 @@ mod evq {
                 let (stream, _) = listener.accept().await?;
                 stream.get_ref().set_nodelay(true)?;
                 match workload {
-                    Workload::Hyper { body } => {
-                        let service = service_fn(hello(Bytes::from(vec![b'x'; body])));
-                        ex.spawn(async move {
-                            let _ = http1::Builder::new()
-                                .serve_connection(stream, service)
-                                .await;
-                        })
-                        .detach();
-                    }
+                    Workload::Hyper { body } => ex.spawn(hyper_connection(stream, body)).detach(),
                     Workload::Echo => ex.spawn(echo(stream)).detach(),
                 }
             }
@@ -126,12 +130,7 @@ mod tokio_rt {
                 stream.set_nodelay(true)?;
                 match workload {
                     Workload::Hyper { body } => {
-                        let service = service_fn(hello(Bytes::from(vec![b'x'; body])));
-                        tokio::spawn(async move {
-                            let _ = http1::Builder::new()
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await;
-                        });
+                        tokio::spawn(hyper_connection(TokioIo::new(stream), body));
                     }
                     Workload::Echo => {
                         tokio::spawn(async move {
@@ -250,13 +249,7 @@ mod smol_rt {
                 stream.get_ref().set_nodelay(true)?;
                 match workload {
                     Workload::Hyper { body } => {
-                        let service = service_fn(hello(Bytes::from(vec![b'x'; body])));
-                        ex.spawn(async move {
-                            let _ = http1::Builder::new()
-                                .serve_connection(SmolIo(stream), service)
-                                .await;
-                        })
-                        .detach();
+                        ex.spawn(hyper_connection(SmolIo(stream), body)).detach()
                     }
                     Workload::Echo => ex.spawn(echo(stream)).detach(),
                 }
