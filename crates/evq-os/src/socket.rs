@@ -340,7 +340,19 @@ mod tests {
         let addr = local_addr(l.as_raw_fd()).unwrap();
         assert_eq!(accept_backlog(l.as_raw_fd()), Some(0));
         let c = std::net::TcpStream::connect(addr).unwrap();
-        // The handshake completes in the kernel before connect returns on loopback.
+        // The client's last ACK may still be on its way through loopback: wait
+        // until the listener is readable, i.e. the connection is in its queue.
+        let mut p = libc::pollfd {
+            fd: l.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd, count 1.
+        assert_eq!(
+            unsafe { libc::poll(&mut p, 1, 10_000) },
+            1,
+            "no connection queued"
+        );
         assert_eq!(accept_backlog(l.as_raw_fd()), Some(1));
         // A connected socket is not listening: no backlog to report.
         assert_eq!(accept_backlog(c.as_raw_fd()), None);
