@@ -7,7 +7,8 @@
 //! `EVQ_REQUIRE_ALL=1` (CI sets it) it is a failure instead, so a green CI means
 //! every test really ran. `EVQ_NOT_HERE` names, comma-separated, the things CI
 //! knows are absent on purpose and covers elsewhere (the kernel-module backend,
-//! `kmod`, runs in the VM step, not on the host).
+//! `kmod`, runs in the VM step, not on the host). `evq lab` reads the variable
+//! through [`require_all`] too: there a scenario that cannot measure fails the run.
 //!
 //! ```
 //! fn needs_a_tool() {
