@@ -124,7 +124,13 @@ pub fn can_vanish() -> bool {
 /// Shrinks the receive buffer (before the connection carries data), so a
 /// client that stops reading stops the server's sends after a few KiB.
 pub fn small_receive_buffer(s: &TcpStream) {
-    let _ = socket2::SockRef::from(s).set_recv_buffer_size(4096);
+    receive_buffer(s, 4096);
+}
+
+/// Fixes the receive buffer at `bytes` (before the connection carries data;
+/// the kernel doubles it and stops autotuning it).
+pub fn receive_buffer(s: &TcpStream, bytes: usize) {
+    let _ = socket2::SockRef::from(s).set_recv_buffer_size(bytes);
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@
 #![warn(unsafe_op_in_unsafe_fn)]
 
 #[cfg(feature = "cli")]
+mod buffers;
 mod cli;
 mod completion_server;
 mod config;

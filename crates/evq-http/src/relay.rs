@@ -2,6 +2,7 @@
 //! keep-alive pool of origin connections, and the relay of each exchange (see
 //! `proxy.rs` for what it does and why).
 
+use crate::buffers::BufferPool;
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
 use crate::intermediary::{forward_request, forward_response, Persistence};
@@ -9,7 +10,7 @@ use crate::linger::{self, Drained};
 use crate::listener::{Listener, Next};
 use crate::request::write_error;
 use crate::stats::ProxyReport;
-use crate::sys::later;
+use crate::sys::{self, later};
 use crate::token::{decode, next_generation, token, Kind};
 use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
 use evq_os::StopPipe;
@@ -92,6 +93,13 @@ pub(crate) struct Relay {
     origins: Vec<Origin>,
     free_origins: Vec<usize>,
     pool: Vec<usize>,
+    /// Spare client head buffers (`--max-head` bytes), in proportion to the
+    /// clients open (`buffers.rs` says why).
+    head_buffers: BufferPool,
+    /// Spare output buffers of clients and origins (and request-head copies).
+    out_buffers: BufferPool,
+    /// Spare origin input buffers (`ORIGIN_BUF` bytes).
+    origin_buffers: BufferPool,
     date: DateCache,
     now: Instant,
     report: ProxyReport,
@@ -156,6 +164,9 @@ impl Relay {
             origins: Vec::new(),
             free_origins: Vec::new(),
             pool: Vec::new(),
+            head_buffers: BufferPool::new(usize::MAX),
+            out_buffers: BufferPool::new(4 * HIGH_WATER),
+            origin_buffers: BufferPool::new(usize::MAX),
             date: DateCache::new(),
             now: Instant::now(),
             report: ProxyReport::default(),
@@ -236,8 +247,9 @@ impl Relay {
         }
     }
 
-    /// A graceful stop: the listener closes (new clients are refused), idle
-    /// clients and pooled origin connections close, and exchanges in flight
+    /// A graceful stop: the listener closes (new clients are refused), pooled
+    /// origin connections close, idle clients close after `STOP_IDLE_WAIT`
+    /// unless a request comes first, and exchanges in flight
     /// (a request head begun included) go on for up to the grace period, their
     /// responses saying `Connection: close`.
     fn begin_stop(&mut self) {
@@ -249,15 +261,21 @@ impl Relay {
                 .queue
                 .declare_interest(pipe.fd(), Interest::empty(), Options::new(0));
         }
+        // An idle client gets `STOP_IDLE_WAIT` (sys.rs says why): a request it
+        // sends meanwhile is answered with `Connection: close`.
+        let idle_until = later(Instant::now(), self.cfg.grace.min(sys::STOP_IDLE_WAIT));
         for i in 0..self.clients.len() {
             let c = &mut self.clients[i];
             if c.fd < 0 {
                 continue;
             }
+            c.keep_alive = false;
             if !c.exchange && c.in_len == 0 && c.out_pos >= c.out.len() {
-                self.close_client(i);
-            } else {
-                c.keep_alive = false;
+                if self.cfg.grace.is_zero() {
+                    self.close_client(i);
+                } else {
+                    self.set_deadline(i, idle_until);
+                }
             }
         }
         for o in std::mem::take(&mut self.pool) {
@@ -331,6 +349,9 @@ impl Relay {
                 self.clients.len() - 1
             }
         };
+        if self.clients[i].out.capacity() == 0 {
+            self.clients[i].out = self.out_buffers.take().unwrap_or_default();
+        }
         let c = &mut self.clients[i];
         c.fd = fd;
         c.registered = Interest::empty();
@@ -396,14 +417,23 @@ impl Relay {
         c.generation = next_generation(c.generation);
         c.exchange = false;
         c.in_len = 0;
-        c.out.clear();
         c.out_pos = 0;
         if let Some((id, _)) = c.timer.take() {
             self.queue.cancel_timer(id);
         }
+        let inbuf = std::mem::take(&mut c.inbuf);
+        let mut out = std::mem::take(&mut c.out);
+        let mut head = std::mem::take(&mut c.sent_head);
         let _ = self.queue.close(fd);
         self.free_clients.push(i);
         self.listener.descriptor_freed();
+        // The buffers go back to pools kept in proportion to the clients left.
+        let open = self.clients.len() - self.free_clients.len();
+        out.clear();
+        head.clear();
+        self.head_buffers.give(inbuf, open);
+        self.out_buffers.give(out, open);
+        self.out_buffers.give(head, open);
     }
 
     fn close_origin(&mut self, o: usize) {
@@ -415,13 +445,18 @@ impl Relay {
         or.fd = -1;
         or.generation = next_generation(or.generation);
         or.client = None;
-        or.out.clear();
         or.out_pos = 0;
         or.in_len = 0;
+        let inbuf = std::mem::take(&mut or.inbuf);
+        let mut out = std::mem::take(&mut or.out);
         let _ = self.queue.close(fd);
         self.pool.retain(|&p| p != o);
         self.free_origins.push(o);
         self.listener.descriptor_freed();
+        let open = self.origins.len() - self.free_origins.len();
+        out.clear();
+        self.origin_buffers.give(inbuf, open);
+        self.out_buffers.give(out, open);
     }
 
     /// Ends the exchange with an error status (or just a close when part of the
@@ -470,7 +505,14 @@ impl Relay {
         or.out_pos = 0;
         or.in_len = 0;
         if or.inbuf.len() != ORIGIN_BUF {
-            or.inbuf = vec![0; ORIGIN_BUF];
+            or.inbuf = self
+                .origin_buffers
+                .take()
+                .filter(|b| b.len() == ORIGIN_BUF)
+                .unwrap_or_else(|| vec![0; ORIGIN_BUF]);
+        }
+        if or.out.capacity() == 0 {
+            or.out = self.out_buffers.take().unwrap_or_default();
         }
         Ok(o)
     }
@@ -653,10 +695,15 @@ impl Relay {
             if !self.client_reading(i) {
                 break;
             }
-            let c = &mut self.clients[i];
-            if c.inbuf.len() != self.cfg.limits.max_head {
-                c.inbuf = vec![0; self.cfg.limits.max_head];
+            let max_head = self.cfg.limits.max_head;
+            if self.clients[i].inbuf.len() != max_head {
+                self.clients[i].inbuf = self
+                    .head_buffers
+                    .take()
+                    .filter(|b| b.len() == max_head)
+                    .unwrap_or_else(|| vec![0; max_head]);
             }
+            let c = &mut self.clients[i];
             if c.in_len >= c.inbuf.len() {
                 break;
             }

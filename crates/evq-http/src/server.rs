@@ -3,6 +3,7 @@
 //! [`ServerHandle`] to stop it and read its counters. The event loop itself is
 //! in `worker.rs`.
 
+use crate::buffers::BufferPool;
 use crate::config::{AcceptMode, DeliveryMode, ServeConfig};
 use crate::date::DateCache;
 use crate::listener::Listener;
@@ -10,7 +11,7 @@ use crate::overload::{Admission, OverloadPolicy};
 use crate::request::{Content, FileRoot, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::token::{token, Kind};
-use crate::worker::{Shared, Worker};
+use crate::worker::{self, Shared, Worker};
 use evq::{BackendKind, EventQueue, Interest, LoadLimiter, Mode, Notifier, Options};
 use evq_os::{ListenOptions, StopPipe};
 use std::io;
@@ -185,8 +186,8 @@ impl ServerHandle {
                 conns: Vec::new(),
                 free: Vec::new(),
                 open: 0,
-                in_pool: Vec::new(),
-                out_pool: Vec::new(),
+                in_pool: BufferPool::new(usize::MAX),
+                out_pool: BufferPool::new(worker::OUT_POOLED_CAPACITY),
                 site: Site {
                     content: content.clone(),
                     limits: cfg.limits,

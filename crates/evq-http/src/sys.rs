@@ -169,3 +169,11 @@ pub(crate) fn later(now: std::time::Instant, d: std::time::Duration) -> std::tim
     const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
     now.checked_add(d.min(YEAR)).unwrap_or(now)
 }
+
+/// How long a graceful stop keeps an idle keep-alive connection open (never
+/// past the grace period itself). A busy client that has just read its reply
+/// sends its next request within this: the request is answered with
+/// `Connection: close` instead of meeting a closed socket, which a client that
+/// had already written it sees as a reset and a lost request. A connection
+/// still idle at the end is closed; an idle server exits at once.
+pub(crate) const STOP_IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);

@@ -7,6 +7,7 @@
 //! from the worker's pool when bytes arrive and given back when the connection is
 //! quiet again, so the steady state allocates nothing per request.
 
+use crate::buffers::BufferPool;
 use crate::date::DateCache;
 use crate::linger::{self, Drained};
 use crate::listener::{Listener, Next};
@@ -25,11 +26,11 @@ use std::time::{Duration, Instant};
 
 mod reclaim;
 
-/// Buffers kept in a worker's pool beyond which returned ones are freed.
-const POOL_KEEP: usize = 1024;
 /// Output buffered per connection before the server stops answering pipelined
 /// requests and waits for the client to read.
 const OUT_HIGH_WATER: usize = 64 * 1024;
+/// Output buffers larger than this are freed rather than pooled.
+pub(crate) const OUT_POOLED_CAPACITY: usize = 4 * OUT_HIGH_WATER;
 
 #[derive(Debug)]
 enum Sending {
@@ -92,8 +93,11 @@ pub(crate) struct Worker {
     pub(crate) conns: Vec<Conn>,
     pub(crate) free: Vec<u32>,
     pub(crate) open: usize,
-    pub(crate) in_pool: Vec<Vec<u8>>,
-    pub(crate) out_pool: Vec<Vec<u8>>,
+    /// Spare head buffers (`--max-head` bytes each), kept in proportion to the
+    /// connections open (`buffers.rs` says why).
+    pub(crate) in_pool: BufferPool,
+    /// Spare output buffers, likewise.
+    pub(crate) out_pool: BufferPool,
     pub(crate) site: Site,
     pub(crate) fixed: Option<Arc<[u8]>>,
     pub(crate) scratch: Scratch,
@@ -206,18 +210,22 @@ impl Worker {
                 .queue
                 .declare_interest(pipe.fd(), Interest::empty(), Options::new(0));
         }
-        // Idle connections have nothing in flight: close them now. The rest finish
-        // their current request and close (every response now says close). A
-        // keep-alive client whose next request already sits unread in the socket
-        // is not idle: it is answered, with `Connection: close`, rather than reset
-        // (a busy client would otherwise lose the request it had just sent).
+        // Connections in a request finish it and close (every response now says
+        // close). A keep-alive client whose next request already sits unread is
+        // answered now. An idle one is given `STOP_IDLE_WAIT`: a busy client
+        // about to send its next request gets it answered with `Connection:
+        // close` rather than meeting a closed socket (a reset, the request
+        // lost); still idle then, its timer closes it.
+        let idle_until = later(Instant::now(), self.grace.min(sys::STOP_IDLE_WAIT));
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             if c.fd >= 0 && c.in_len == 0 && !self.has_output(i) {
                 if evq_os::socket::has_pending_input(c.fd) {
                     self.drive(i);
-                } else {
+                } else if self.grace.is_zero() {
                     self.close_conn(i);
+                } else {
+                    self.set_deadline(i, idle_until);
                 }
             }
         }
@@ -375,29 +383,24 @@ impl Worker {
         if let Some((id, _)) = timer {
             self.queue.cancel_timer(id);
         }
+        // Counted closed first: the pools keep spares in proportion to the
+        // connections left (and give memory back when none is).
+        self.open -= 1;
         self.give_in(inbuf);
         self.give_out(out);
         let _ = self.queue.close(fd);
         self.free.push(i as u32);
-        self.open -= 1;
         self.shared.open.fetch_sub(1, Ordering::Relaxed);
         self.listener.descriptor_freed();
     }
 
     fn give_in(&mut self, buf: Vec<u8>) {
-        if buf.capacity() > 0 && self.in_pool.len() < POOL_KEEP {
-            self.in_pool.push(buf);
-        }
+        self.in_pool.give(buf, self.open);
     }
 
     fn give_out(&mut self, mut buf: Vec<u8>) {
-        if buf.capacity() > 0
-            && buf.capacity() <= 4 * OUT_HIGH_WATER
-            && self.out_pool.len() < POOL_KEEP
-        {
-            buf.clear();
-            self.out_pool.push(buf);
-        }
+        buf.clear();
+        self.out_pool.give(buf, self.open);
     }
 
     /// Moves the connection's deadline, re-arming its timer only when it must fire
@@ -550,7 +553,11 @@ impl Worker {
     fn read(&mut self, i: usize) -> Result<bool, ()> {
         let max_head = self.site.limits.max_head;
         if self.conns[i].inbuf.is_empty() {
-            let buf = self.in_pool.pop().unwrap_or_else(|| vec![0; max_head]);
+            let buf = self
+                .in_pool
+                .take()
+                .filter(|b| b.len() == max_head)
+                .unwrap_or_else(|| vec![0; max_head]);
             self.conns[i].inbuf = buf;
         }
         let c = &mut self.conns[i];
@@ -592,7 +599,7 @@ impl Worker {
                 break;
             }
             if c.out.capacity() == 0 {
-                c.out = self.out_pool.pop().unwrap_or_default();
+                c.out = self.out_pool.take().unwrap_or_default();
             }
             let c = &mut self.conns[i];
             let outcome = handle_request(

@@ -14,6 +14,8 @@
 //!   spare-descriptor trick for `EMFILE`/`ENFILE` ([`Acceptor`]).
 //! - [`signals`]: SIGINT/SIGTERM as a stop flag and as a byte in a pipe an event
 //!   loop watches ([`StopPipe`]); `SIGPIPE` ignored.
+//! - [`memory`]: handing the allocator's free pages back to the system after a
+//!   burst of connections has gone (`malloc_trim`), so RSS returns to its baseline.
 //! - [`usage`]: `getrusage` of a process or thread, and the thread CPU clock.
 //! - [`isolation`]: running a test that changes process-wide state (limits,
 //!   signal handlers) in a child process of its own.
@@ -29,6 +31,7 @@
 pub mod accept;
 pub mod io;
 pub mod isolation;
+pub mod memory;
 pub mod signals;
 pub mod socket;
 pub mod usage;

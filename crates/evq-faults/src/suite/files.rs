@@ -30,6 +30,9 @@ const SMALL: usize = 8 << 10;
 /// What a truncated file keeps.
 const TRUNCATED_TO: usize = 100;
 /// The open-file cache's validity, plus a margin.
+/// The transfers under way when the file changes: 4 MiB through a 4 KiB
+/// receive buffer, a read per 5 ms, is still going 300 ms in.
+const TRANSFER_PACE: Pace = Pace::slow(Duration::from_millis(5), 4096);
 const CACHE_VALID: Duration = Duration::from_millis(1500);
 
 /// How a file changes.
@@ -88,17 +91,48 @@ pub(super) enum Got {
     Bad(&'static str),
 }
 
-/// Reads one reply to `GET path` slowly (`pause` per 16 KiB), classifying it.
+/// How a reader takes a reply: at once, or a read of up to 16 KiB per pause
+/// with a receive buffer fixed at a size.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pace {
+    pause: Duration,
+    receive_buffer: usize,
+}
+
+impl Pace {
+    /// Reads as fast as the reply comes.
+    pub(super) const FULL_SPEED: Pace = Pace {
+        pause: Duration::ZERO,
+        receive_buffer: 0,
+    };
+
+    /// A read per `pause` through a receive buffer of `receive_buffer` bytes.
+    ///
+    /// Keep the buffer above loopback's MSS (64 KiB) for a reader meant to
+    /// finish: under it, the receiver's silly-window avoidance withholds window
+    /// updates and the sender falls back to zero-window probes — 4 KiB took
+    /// ~100 s for 8 MiB here, whatever the pause. A tiny buffer is for readers
+    /// meant to hold the server back.
+    pub(super) const fn slow(pause: Duration, receive_buffer: usize) -> Pace {
+        Pace {
+            pause,
+            receive_buffer,
+        }
+    }
+}
+
+/// Reads one reply to `GET path` at `pace`, classifying it.
 pub(super) fn slow_get(
     addr: SocketAddr,
     path: &str,
     len: usize,
     change: Option<Change>,
-    pause: Duration,
+    pace: Pace,
 ) -> io::Result<Got> {
     let mut s = peer::connect(HOSTILE_SOURCE, addr, Duration::from_secs(10))?;
-    if !pause.is_zero() {
-        peer::small_receive_buffer(&s);
+    let pause = pace.pause;
+    if pace.receive_buffer > 0 {
+        peer::receive_buffer(&s, pace.receive_buffer);
     }
     s.write_all(&http::get(path, &[], true))?;
     let mut buf = Vec::new();
@@ -248,22 +282,20 @@ pub(crate) fn file_changed(cfg: &SuiteConfig, change: Change) -> FaultRow {
     // The slow readers start; once their transfers are under way, the change.
     let inflight: Vec<_> = (0..readers)
         .map(|_| {
-            std::thread::spawn(move || {
-                slow_get(addr, "/victim", BIG, Some(change), Duration::from_millis(5))
-            })
+            std::thread::spawn(move || slow_get(addr, "/victim", BIG, Some(change), TRANSFER_PACE))
         })
         .collect();
     let fault_started = Instant::now();
     std::thread::sleep(Duration::from_millis(300));
     // The small file's cache entry fresh too, so the request after the change
     // meets a trusted entry for both sizes.
-    let _ = slow_get(addr, "/victim-small", SMALL, Some(change), Duration::ZERO);
+    let _ = slow_get(addr, "/victim-small", SMALL, Some(change), Pace::FULL_SPEED);
     let changed = change
         .apply(&big_path)
         .and_then(|()| change.apply(&small_path));
     let changed_at = Instant::now();
-    let meanwhile_big = slow_get(addr, "/victim", BIG, Some(change), Duration::ZERO);
-    let meanwhile_small = slow_get(addr, "/victim-small", SMALL, Some(change), Duration::ZERO);
+    let meanwhile_big = slow_get(addr, "/victim", BIG, Some(change), Pace::FULL_SPEED);
+    let meanwhile_small = slow_get(addr, "/victim-small", SMALL, Some(change), Pace::FULL_SPEED);
     // The live clients' window covers the transfers and the requests after.
     let w = trial.window();
     throughput.under_fault.push(w);
@@ -277,8 +309,8 @@ pub(crate) fn file_changed(cfg: &SuiteConfig, change: Change) -> FaultRow {
     if let Some(wait) = (changed_at + CACHE_VALID).checked_duration_since(Instant::now()) {
         std::thread::sleep(wait);
     }
-    let later_big = slow_get(addr, "/victim", BIG, Some(change), Duration::ZERO);
-    let later_small = slow_get(addr, "/victim-small", SMALL, Some(change), Duration::ZERO);
+    let later_big = slow_get(addr, "/victim", BIG, Some(change), Pace::FULL_SPEED);
+    let later_small = slow_get(addr, "/victim-small", SMALL, Some(change), Pace::FULL_SPEED);
     throughput.fault_free.push(trial.window());
     trial.row.throughput = Some(throughput);
     if !trial.alive() {

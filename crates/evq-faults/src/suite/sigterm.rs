@@ -5,7 +5,7 @@
 //! reply, replies in flight finish, and then the process exits 0 — here within
 //! the grace period plus 2 s.
 
-use super::files::{describe, slow_get, Got};
+use super::files::{describe, slow_get, Got, Pace};
 use super::row::{Check, ExitSummary, FaultRow};
 use super::trial::{Trial, BIG_BYTES};
 use super::{SuiteConfig, Target};
@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 /// `evq serve --grace`, seconds.
 const GRACE_S: u64 = 8;
+/// The slow readers' pace (below).
+const IN_FLIGHT_PACE: Pace = Pace::slow(Duration::from_millis(4), 128 * 1024);
 
 pub(crate) fn sigterm(cfg: &SuiteConfig, target: Target) -> FaultRow {
     let readers = cfg.size.pick(4, 16);
@@ -51,16 +53,15 @@ pub(crate) fn sigterm(cfg: &SuiteConfig, target: Target) -> FaultRow {
     trial.live_on();
     let before = trial.window();
 
-    // Slow readers: a pause of 1 ms per read on a 4 KiB receive buffer (what
-    // `slow_get` sets when it pauses) is 8 MiB in 2–3 s here, inside the grace.
-    // (A 4 ms pause took over 8 s: past a 4 s grace, so the replies were rightly
-    // cut short and the row blamed the server for it.)
+    // Slow readers: a 16 KiB read per 4 ms through a 128 KiB receive buffer is
+    // about 4 MB/s, so 8 MiB takes ~2 s: under way at SIGTERM (200 ms in), done
+    // well inside the 8 s grace even on a loaded machine. (A 4 KiB buffer, under
+    // loopback's MSS, took ~100 s: silly-window avoidance left the server to
+    // zero-window probes, and the row blamed the server for the cut.)
     let inflight: Vec<_> = (0..readers)
         .map(|_| {
             let big = big.clone();
-            std::thread::spawn(move || {
-                slow_get(addr, &big, BIG_BYTES, None, Duration::from_millis(1))
-            })
+            std::thread::spawn(move || slow_get(addr, &big, BIG_BYTES, None, IN_FLIGHT_PACE))
         })
         .collect();
     std::thread::sleep(Duration::from_millis(200));
