@@ -67,6 +67,61 @@ struct Client {
     timer: Option<(TimerId, Instant)>,
 }
 
+impl Client {
+    /// A slot holding no connection.
+    fn closed(now: Instant) -> Client {
+        Client {
+            fd: -1,
+            generation: 0,
+            registered: Interest::empty(),
+            inbuf: Vec::new(),
+            in_len: 0,
+            out: Vec::new(),
+            out_pos: 0,
+            origin: None,
+            exchange: false,
+            req_body: Framing::Done,
+            resp_head: false,
+            resp_body: Framing::Done,
+            forwarded: false,
+            origin_reusable: false,
+            head_only: false,
+            keep_alive: true,
+            close_after: false,
+            eof: false,
+            linger_after: false,
+            lingering: false,
+            sent_head: Vec::new(),
+            retryable: false,
+            retried: false,
+            http10: false,
+            expects_continue: false,
+            deadline: now,
+            timer: None,
+        }
+    }
+
+    /// The slot takes connection `fd`: everything the last connection left is
+    /// reset but the generation and the buffers. (A flag left over once made a
+    /// malformed request on a reused slot close without its 400: `forwarded`
+    /// from the slot's last exchange said the reply had begun.)
+    fn open(&mut self, fd: RawFd, now: Instant) {
+        let inbuf = std::mem::take(&mut self.inbuf);
+        let mut out = std::mem::take(&mut self.out);
+        let mut sent_head = std::mem::take(&mut self.sent_head);
+        out.clear();
+        sent_head.clear();
+        *self = Client {
+            fd,
+            generation: self.generation,
+            inbuf,
+            out,
+            sent_head,
+            ..Client::closed(now)
+        };
+    }
+}
+
 struct Origin {
     fd: RawFd,
     generation: u32,
@@ -317,53 +372,15 @@ impl Relay {
         let i = match self.free_clients.pop() {
             Some(i) => i,
             None => {
-                self.clients.push(Client {
-                    fd: -1,
-                    generation: 0,
-                    registered: Interest::empty(),
-                    inbuf: Vec::new(),
-                    in_len: 0,
-                    out: Vec::new(),
-                    out_pos: 0,
-                    origin: None,
-                    exchange: false,
-                    req_body: Framing::Done,
-                    resp_head: false,
-                    resp_body: Framing::Done,
-                    forwarded: false,
-                    origin_reusable: false,
-                    head_only: false,
-                    keep_alive: true,
-                    close_after: false,
-                    eof: false,
-                    linger_after: false,
-                    lingering: false,
-                    sent_head: Vec::new(),
-                    retryable: false,
-                    retried: false,
-                    http10: false,
-                    expects_continue: false,
-                    deadline: self.now,
-                    timer: None,
-                });
+                self.clients.push(Client::closed(self.now));
                 self.clients.len() - 1
             }
         };
         if self.clients[i].out.capacity() == 0 {
             self.clients[i].out = self.out_buffers.take().unwrap_or_default();
         }
-        let c = &mut self.clients[i];
-        c.fd = fd;
-        c.registered = Interest::empty();
-        c.in_len = 0;
-        c.out.clear();
-        c.out_pos = 0;
-        c.origin = None;
-        c.exchange = false;
-        c.close_after = false;
-        c.eof = false;
-        c.linger_after = false;
-        c.lingering = false;
+        let now = self.now;
+        self.clients[i].open(fd, now);
         let d = later(self.now, self.cfg.idle_timeout);
         self.set_deadline(i, d);
         self.drive_client(i);
@@ -466,7 +483,10 @@ impl Relay {
             self.close_origin(o);
         }
         let c = &mut self.clients[i];
-        if !c.forwarded {
+        // Part of a response already went out only if an exchange is under way
+        // (a malformed next request on a keep-alive connection still gets its
+        // 400, whatever the last exchange forwarded).
+        if !(c.exchange && c.forwarded) {
             write_error(&mut c.out, status, self.date.text(), "");
             c.linger_after = !c.eof;
         }
