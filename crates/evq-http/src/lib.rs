@@ -28,8 +28,8 @@
 #![deny(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
 
-#[cfg(feature = "cli")]
 mod buffers;
+#[cfg(feature = "cli")]
 mod cli;
 mod completion_server;
 mod config;
