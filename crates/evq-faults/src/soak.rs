@@ -419,14 +419,15 @@ impl Front {
                 turn += 1;
                 let outcome = match peer::connect(HOSTILE_SOURCE, addr, Duration::from_secs(10)) {
                     Ok(mut s) => {
-                        let _ = s.write_all(bad[turn % bad.len()]);
+                        let sent = s.write_all(bad[turn % bad.len()]);
                         let mut r = Vec::new();
-                        let _ = s.read_to_end(&mut r);
-                        match r.get(9..12) {
-                            Some(code) => {
+                        let read = s.read_to_end(&mut r);
+                        match (r.get(9..12), sent.and(read)) {
+                            (Some(code), _) => {
                                 format!("bad request answered {}", String::from_utf8_lossy(code))
                             }
-                            None => "bad request closed unanswered".into(),
+                            (None, Ok(_)) => "bad request closed unanswered".into(),
+                            (None, Err(e)) => format!("bad request unanswered: {:?}", e.kind()),
                         }
                     }
                     Err(_) => "bad request: connect failed".into(),
@@ -503,6 +504,7 @@ fn run_inner(cfg: &SoakConfig) -> io::Result<SoakReport> {
                 path: f.path.clone(),
                 expect: f.expect.clone(),
                 timeout: Duration::from_secs(10),
+                pace: None,
             })
         })
         .collect();

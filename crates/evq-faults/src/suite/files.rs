@@ -147,21 +147,13 @@ pub(super) fn slow_get(
             Err(_) => return Ok(Got::Bad("reset before a head")),
         };
         buf.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut resp = httparse::Response::new(&mut headers);
-        if let Ok(httparse::Status::Complete(h)) = resp.parse(&buf) {
-            let length = resp
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| {
-                    std::str::from_utf8(h.value)
-                        .ok()?
-                        .trim()
-                        .parse::<usize>()
-                        .ok()
-                });
-            break (resp.code.unwrap_or(0), length, h);
+        // Lenient, as a client reads; a parse error reads on (the head may
+        // yet complete) and ends as "closed before a head" or a timeout.
+        if let Ok(Some(head)) =
+            evq_wire::parse_response_head(&buf, false, evq_wire::Strictness::Lenient)
+        {
+            let length = head.body_len().and_then(|n| usize::try_from(n).ok());
+            break (head.status, length, head.len);
         }
     };
     if status != 200 {

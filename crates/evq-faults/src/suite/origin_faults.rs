@@ -67,6 +67,7 @@ pub(crate) fn crash_restart(cfg: &SuiteConfig, _: Target) -> FaultRow {
     let mut t = Throughput {
         fault_free: vec![before],
         under_fault: Vec::new(),
+        offered_rate: None,
     };
     for _ in 0..trial.cfg.rounds() {
         t.under_fault.push(trial.window());

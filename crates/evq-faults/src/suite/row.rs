@@ -85,6 +85,10 @@ pub struct Throughput {
     pub fault_free: Vec<Window>,
     /// Windows with the fault on.
     pub under_fault: Vec<Window>,
+    /// Requests per second the live clients offered (paced at half the
+    /// capacity measured at warm-up); `None`: closed loop.
+    #[serde(default)]
+    pub offered_rate: Option<f64>,
 }
 
 impl Throughput {
@@ -360,6 +364,7 @@ mod tests {
         let t = Throughput {
             fault_free: vec![window(100.0), window(110.0), window(90.0)],
             under_fault: vec![window(96.0), window(94.0)],
+            offered_rate: None,
         };
         assert_eq!(t.ratio(), Some(0.95));
         assert!((t.noise().unwrap() - 0.2).abs() < 1e-9);

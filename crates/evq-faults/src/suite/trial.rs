@@ -27,6 +27,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The share of the capacity measured at warm-up that the live clients offer
+/// during the windows (`live.rs` says why they do not saturate the server).
+pub(crate) const OFFERED_SHARE: f64 = 0.5;
+
 /// Bytes of the live clients' file.
 pub(crate) const SMALL_BYTES: usize = 1024;
 /// Bytes of the big file the hostile clients fetch.
@@ -69,6 +73,8 @@ pub(crate) struct Trial<'a> {
     pub(crate) origin: Option<Subject>,
     pub(crate) docroot: Option<DocRoot>,
     pub(crate) live_spec: LiveSpec,
+    /// Requests per second the live clients offer (set at warm-up).
+    pub(crate) offered: Option<f64>,
     live: Option<LiveClients>,
     pub(crate) resources: Resources,
     pid: u32,
@@ -140,8 +146,10 @@ impl<'a> Trial<'a> {
                 path: "/small".into(),
                 expect: Expect::Body(std::sync::Arc::new(small)),
                 timeout: Duration::from_secs(10),
+                pace: None,
             },
             live: None,
+            offered: None,
             resources: Resources::default(),
             started,
         }
@@ -192,8 +200,10 @@ impl<'a> Trial<'a> {
                 path: "/live".into(),
                 expect: Expect::Echo,
                 timeout: Duration::from_secs(10),
+                pace: None,
             },
             live: None,
+            offered: None,
             resources: Resources::default(),
             started,
         }
@@ -227,12 +237,24 @@ impl<'a> Trial<'a> {
             .expect("a serve trial has a document root")
     }
 
-    /// Step 2: warm up with the live clients and one fetch of each of `paths`,
-    /// disconnect everyone, and read the baseline.
+    /// Step 2: warm up with the live clients (closed loop: the rate they get is
+    /// the capacity, and from now on they are paced at `OFFERED_SHARE` of it)
+    /// and one fetch of each of `paths`, disconnect everyone, and read the
+    /// baseline.
     pub(crate) fn baseline(&mut self, paths: &[&str]) -> io::Result<Usage> {
+        self.live_spec.pace = None;
+        let started = Instant::now();
         let live = LiveClients::start(&self.live_spec);
         std::thread::sleep(self.cfg.window() / 2);
         let warm = live.stop();
+        let capacity = warm.ok as f64 / started.elapsed().as_secs_f64();
+        let offered = capacity * OFFERED_SHARE;
+        if offered >= 1.0 {
+            self.offered = Some(offered);
+            self.live_spec.pace = Some(Duration::from_secs_f64(
+                self.live_spec.conns as f64 / offered,
+            ));
+        }
         if warm.ok == 0 {
             return Err(io::Error::other(format!(
                 "the live clients got no good reply while warming up ({}; {:?})",
@@ -342,6 +364,9 @@ impl<'a> Trial<'a> {
             anon_rss_kib: rss,
         };
         self.row.resources = Some(self.resources);
+        if let Some(t) = &mut self.row.throughput {
+            t.offered_rate = self.offered;
+        }
         self.row.idle_cpu = usage::cpu_share(self.pid, self.cfg.idle_window()).ok();
         match self.fresh_request() {
             Ok(()) => self.row.up = self.alive(),

@@ -59,8 +59,12 @@ fn row_measured(r: &FaultRow) -> String {
     let mut parts = Vec::new();
     if let Some(t) = &r.throughput {
         if let (Some(k), Some(b), Some(f)) = (t.ratio(), t.fault_free_rate(), t.fault_rate()) {
+            let offered = t
+                .offered_rate
+                .map(|o| format!("offered {o:.0}/s, "))
+                .unwrap_or_default();
             parts.push(format!(
-                "live clients kept {:.0}% ({b:.0} → {f:.0} replies/s, fault-free spread {:.0}%)",
+                "live clients kept {:.0}% ({offered}{b:.0} → {f:.0} replies/s, fault-free spread {:.0}%)",
                 k * 100.0,
                 t.noise().unwrap_or(0.0) * 100.0
             ));

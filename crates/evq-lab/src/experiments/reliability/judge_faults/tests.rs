@@ -32,6 +32,7 @@ fn good_row(id: &str) -> FaultRow {
         throughput: Some(Throughput {
             fault_free: vec![window(1000.0), window(1040.0)],
             under_fault: vec![window(1010.0)],
+            offered_rate: None,
         }),
         resources: Some(Resources {
             baseline: Usage {
