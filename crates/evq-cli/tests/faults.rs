@@ -2,7 +2,7 @@
 //! clear message, and the short form of a few faults run end to end against
 //! real `evq serve` and `evq load` children. Throughput is a benchmark figure
 //! (the table prints it): these tests assert behaviour only — the program stayed
-//! up, the fault's own checks held, descriptors came back.
+//! up, the fault's own checks held, descriptors and memory came back.
 
 use evq_faults::suite::row::Mark;
 use evq_faults::FaultRow;
@@ -55,7 +55,7 @@ fn short_faults_leave_the_programs_up_with_their_checks_held() {
         "--quick",
         "--json",
         "--only",
-        "serve/pipeline-100,serve/huge-headers,load/origin-reset",
+        "serve/pipeline-100,serve/huge-headers,load/origin-reset,serve/trickle,serve/descriptor-exhaustion",
     ]);
     let rows: Vec<FaultRow> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -64,12 +64,15 @@ fn short_faults_leave_the_programs_up_with_their_checks_held() {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.len(), 5);
     for r in &rows {
         let id = format!("{}/{}", r.target, r.fault);
         assert_eq!(r.error, None, "{id}");
         assert!(r.up, "{id}: {}", r.up_detail);
         assert_eq!(r.checks_mark(), Mark::Pass, "{id}: {:?}", r.failures());
         assert_ne!(r.fds_mark(), Mark::Fail, "{id}: {:?}", r.failures());
+        // Memory back: 300 tricklers' buffers once pinned 2.5 MiB after they
+        // left (buffers.rs).
+        assert_ne!(r.rss_mark(), Mark::Fail, "{id}: {:?}", r.failures());
     }
 }

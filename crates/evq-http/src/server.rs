@@ -211,6 +211,7 @@ impl ServerHandle {
                 shutdown_deadline: None,
                 now: Instant::now(),
                 epoch: Instant::now(),
+                activity: 0,
             });
         }
         let notifiers = workers.iter().map(|w| w.queue.notifier()).collect();

@@ -60,6 +60,13 @@ pub(crate) struct Conn {
     deadline: u32,
     /// The armed timer and the deadline it was armed for.
     timer: Option<(TimerId, u32)>,
+    /// When the connection last had an event, as the worker's activity count:
+    /// the order in which idle connections are reclaimed (least recent first).
+    last_active: u64,
+    /// Requests answered on it (saturating): one that has answered more than
+    /// one is a keep-alive client in use, reclaimed only after every
+    /// single-request one (`worker/reclaim.rs`).
+    answered: u32,
     inbuf: Vec<u8>,
     in_len: usize,
     out: Vec<u8>,
@@ -115,6 +122,8 @@ pub(crate) struct Worker {
     pub(crate) shutdown_deadline: Option<Instant>,
     pub(crate) now: Instant,
     pub(crate) epoch: Instant,
+    /// Counts connection events: each connection's `last_active` is a reading.
+    pub(crate) activity: u64,
 }
 
 enum Flush {
@@ -260,7 +269,7 @@ impl Worker {
                 Next::Refused => {
                     self.shared.counters[self.id].fd_exhausted();
                     // Make room for the clients behind the one just shed.
-                    self.reclaim_idle(reclaim::EXHAUSTED_BATCH);
+                    self.reclaim_idle(reclaim::EXHAUSTED_BATCH, true);
                 }
                 Next::End => return,
             }
@@ -321,6 +330,8 @@ impl Worker {
                     lingering: false,
                     deadline: 0,
                     timer: None,
+                    last_active: 0,
+                    answered: 0,
                     inbuf: Vec::new(),
                     in_len: 0,
                     out: Vec::new(),
@@ -343,6 +354,7 @@ impl Worker {
         c.close_after = false;
         c.linger_after = false;
         c.lingering = false;
+        c.answered = 0;
         let tok = token(Kind::Client, index, c.generation);
         if self
             .queue
@@ -468,6 +480,8 @@ impl Worker {
     /// pending, answer buffered requests, read more; then registers the interest
     /// that will bring it back.
     fn drive(&mut self, i: usize) {
+        self.activity += 1;
+        self.conns[i].last_active = self.activity;
         let mut want = Interest::READ;
         if self.conns[i].lingering {
             if linger::drain(self.conns[i].fd) == Drained::Done {
@@ -633,6 +647,7 @@ impl Worker {
             counters.request();
             counters.status(reply.status);
             progressed = true;
+            c.answered = c.answered.saturating_add(1);
             let consumed = reply.consumed.min(c.in_len);
             c.inbuf.copy_within(consumed..c.in_len, 0);
             c.in_len -= consumed;

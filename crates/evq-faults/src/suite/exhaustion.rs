@@ -34,8 +34,15 @@ struct Member {
 
 impl Crowd {
     /// Opens `n` connections to `addr` and sends each `request`; reads what
-    /// comes for `settle`.
-    fn gather(addr: SocketAddr, n: usize, request: &[u8], settle: Duration, t: &Tally) -> Crowd {
+    /// comes for `settle`, calling `sample` every round (about 50 ms).
+    fn gather(
+        addr: SocketAddr,
+        n: usize,
+        request: &[u8],
+        settle: Duration,
+        t: &Tally,
+        sample: &mut dyn FnMut(),
+    ) -> Crowd {
         let mut conns = Vec::with_capacity(n);
         for _ in 0..n {
             match peer::connect_nonblocking(HOSTILE_SOURCE, addr) {
@@ -53,6 +60,7 @@ impl Crowd {
         }
         let until = Instant::now() + settle;
         while Instant::now() < until {
+            sample();
             let mut fds: Vec<libc::pollfd> = conns
                 .iter()
                 .map(|m| libc::pollfd {
@@ -171,7 +179,14 @@ pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig) -> FaultRow {
 
     let t = Tally::default();
     let request = http::get("/small", &[], false);
-    let crowd = Crowd::gather(addr, crowd_size, &request, Duration::from_secs(2), &t);
+    let crowd = Crowd::gather(
+        addr,
+        crowd_size,
+        &request,
+        Duration::from_secs(2),
+        &t,
+        &mut || trial.sample(),
+    );
     trial.sample();
     throughput.under_fault.push(trial.window());
     let fds_exhausted = usage::fd_count(pid).unwrap_or(0);
@@ -180,6 +195,7 @@ pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig) -> FaultRow {
     let during = newcomer(addr);
 
     // No busy loop: live clients paused, the crowd idle, nobody connecting.
+    let live_notes = trial.live_notes();
     let live_during = trial.live_off();
     std::thread::sleep(Duration::from_millis(300));
     let cpu_exhausted = usage::cpu_share(pid, trial.cfg.idle_window()).unwrap_or(f64::NAN);
@@ -201,11 +217,16 @@ pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig) -> FaultRow {
     if !trial.alive() {
         return trial.died();
     }
+    // The server reclaims idle connections when it meets EMFILE, so its count
+    // does not stay at the limit (the limit counts its own descriptors too, and
+    // a reclaim drops the count at once): the crowd members it closed to make
+    // room while holding others are the evidence; the peak is shown.
+    let peak = trial.resources.peak.fds;
     trial.check(Check::new(
         "the descriptors really ran out",
-        fds_exhausted as u64 + 3 >= limit && t.get("served, held idle") > 0,
+        t.get("closed by the server") > 0 && t.get("served, held idle") > 0,
         format!(
-            "{fds_exhausted} descriptors open of {limit}; crowd: {}",
+            "peak {peak} descriptors open of {limit} ({fds_exhausted} after the crowd came); crowd: {}",
             t.describe()
         ),
     ));
@@ -228,7 +249,13 @@ pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig) -> FaultRow {
     trial.check(Check::new(
         "the live clients, connected before, were all answered while descriptors ran out",
         live_during.is_some_and(|c| c.all_good()),
-        live_during.map_or("no live clients".into(), |c| c.describe()),
+        live_during.map_or("no live clients".into(), |c| {
+            let mut d = c.describe();
+            if !live_notes.is_empty() {
+                d += &format!(" — {}", live_notes.join("; "));
+            }
+            d
+        }),
     ));
     trial.check(Check::new(
         "a new client is served as soon as the crowd lets go (within 10 s)",

@@ -283,6 +283,14 @@ impl<'a> Trial<'a> {
         self.live.take().map(LiveClients::stop)
     }
 
+    /// The live clients' first failures (at most 8), as evidence.
+    pub(crate) fn live_notes(&self) -> Vec<String> {
+        self.live
+            .as_ref()
+            .map(LiveClients::notes)
+            .unwrap_or_default()
+    }
+
     /// Reads descriptors and memory and keeps the peak.
     pub(crate) fn sample(&mut self) {
         if let Ok(u) = usage::usage_apart_from(self.pid, self.pool_port) {

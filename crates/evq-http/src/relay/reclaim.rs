@@ -14,7 +14,8 @@ pub(super) const EXHAUSTED_BATCH: usize = 32;
 
 impl Relay {
     /// Closes up to `n` idle descriptors: pooled origin connections, then idle
-    /// clients, oldest first. Returns how many it closed.
+    /// clients, oldest first — never the more recently active half of the idle
+    /// clients (`worker/reclaim.rs` says why). Returns how many it closed.
     pub(super) fn reclaim_idle(&mut self, n: usize) -> usize {
         // The pool is a stack: its bottom is the longest idle.
         let from_pool = n.min(self.pool.len());
@@ -26,7 +27,7 @@ impl Relay {
             .filter(|&i| self.client_idle(i))
             .map(|i| (self.clients[i].deadline, i))
             .collect();
-        let from_clients = (n - from_pool).min(idle.len());
+        let from_clients = (n - from_pool).min(idle.len().div_ceil(2));
         if from_clients > 0 && from_clients < idle.len() {
             idle.select_nth_unstable(from_clients - 1);
         }

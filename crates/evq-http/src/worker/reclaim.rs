@@ -15,34 +15,52 @@
 //!   already (the spare-descriptor trick, `evq_os::Acceptor`), so a batch of
 //!   idle connections is closed at once and the clients behind it get in.
 //!
-//! Idle means: no request begun, nothing to send, not lingering. "Oldest" is
-//! the earliest deadline: every idle connection's deadline is its last
-//! activity plus the same idle timeout. A scan over the worker's connections
-//! finds them; it runs only when a slot is missing.
+//! Idle means: no request begun, nothing to send, not lingering. The order is
+//! a segmented LRU (as caches protect what is used more than once):
+//! connections that have answered one request go first, least recently
+//! active first (by the worker's count of connection events, an exact order);
+//! connections that have answered several — keep-alive clients in use, whose
+//! next request may be on its way — only after them. With the millisecond
+//! deadlines this once used, ties went to the lowest slots, the long-lived
+//! busy clients: the fault table's four live clients were closed in one batch
+//! while a crowd of one-request connections was arriving, their requests lost
+//! in flight. A scan over the worker's connections finds them; it runs only
+//! when a slot is missing.
 
 use super::Worker;
 use std::sync::atomic::Ordering;
 
 /// Idle connections closed, at most, when an accept met `EMFILE` (nginx's
-/// batch): enough for a burst of clients to get in after one shed.
+/// batch): enough for a burst of clients to get in after one shed — and
+/// never more than half of the worker's idle connections, so the more
+/// recently used half stays (a worker's idle set can be smaller than the
+/// batch, and then the batch took every keep-alive client in use too).
 pub(super) const EXHAUSTED_BATCH: usize = 32;
 
 impl Worker {
-    /// Closes up to `n` idle keep-alive connections, oldest first; returns how
-    /// many it closed.
-    pub(super) fn reclaim_idle(&mut self, n: usize) -> usize {
-        let mut idle: Vec<(u32, usize)> = (0..self.conns.len())
+    /// Closes up to `n` idle keep-alive connections in reclaim order (the
+    /// module says which; with `spare_half`, never more than half of them);
+    /// returns how many it closed.
+    pub(super) fn reclaim_idle(&mut self, n: usize, spare_half: bool) -> usize {
+        let mut idle: Vec<(bool, u64, usize)> = (0..self.conns.len())
             .filter(|&i| self.is_idle(i))
-            .map(|i| (self.conns[i].deadline, i))
+            .map(|i| {
+                let c = &self.conns[i];
+                (c.answered > 1, c.last_active, i)
+            })
             .collect();
-        let n = n.min(idle.len());
+        let n = if spare_half {
+            n.min(idle.len().div_ceil(2))
+        } else {
+            n.min(idle.len())
+        };
         if n == 0 {
             return 0;
         }
         if n < idle.len() {
             idle.select_nth_unstable(n - 1);
         }
-        for &(_, i) in &idle[..n] {
+        for &(_, _, i) in &idle[..n] {
             self.close_conn(i);
         }
         self.shared.counters[self.id].reclaimed(n);
@@ -63,7 +81,7 @@ impl Worker {
                 return true;
             }
             self.shared.open.fetch_sub(1, Ordering::Relaxed);
-            if self.reclaim_idle(1) == 0 {
+            if self.reclaim_idle(1, false) == 0 {
                 return false;
             }
         }
