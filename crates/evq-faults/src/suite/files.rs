@@ -30,9 +30,11 @@ const SMALL: usize = 8 << 10;
 /// What a truncated file keeps.
 const TRUNCATED_TO: usize = 100;
 /// The open-file cache's validity, plus a margin.
-/// The transfers under way when the file changes: 4 MiB through a 4 KiB
-/// receive buffer, a read per 5 ms, is still going 300 ms in.
-const TRANSFER_PACE: Pace = Pace::slow(Duration::from_millis(5), 4096);
+/// The transfers under way when the file changes: 16 KiB per 4 ms through a
+/// 128 KiB receive buffer is ~1 s for 4 MiB, still going 300 ms in. (A 4 KiB
+/// buffer, under loopback's MSS, left the transfers to zero-window probes:
+/// 113 s a row.)
+const TRANSFER_PACE: Pace = Pace::slow(Duration::from_millis(4), 128 * 1024);
 const CACHE_VALID: Duration = Duration::from_millis(1500);
 
 /// How a file changes.
