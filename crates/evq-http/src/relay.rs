@@ -309,13 +309,7 @@ impl Relay {
     /// responses saying `Connection: close`.
     fn begin_stop(&mut self) {
         self.stopping = Some(later(Instant::now(), self.cfg.grace));
-        self.listener.stop_listening(&mut self.queue);
-        if let Some(pipe) = self.signal.take() {
-            // Level-triggered and readable from now on: it would spin the loop.
-            let _ = self
-                .queue
-                .declare_interest(pipe.fd(), Interest::empty(), Options::new(0));
-        }
+        sys::stop_taking_clients(&mut self.listener, &mut self.signal, &mut self.queue);
         // An idle client gets `STOP_IDLE_WAIT` (sys.rs says why): a request it
         // sends meanwhile is answered with `Connection: close`.
         let idle_until = later(Instant::now(), self.cfg.grace.min(sys::STOP_IDLE_WAIT));

@@ -177,3 +177,18 @@ pub(crate) fn later(now: std::time::Instant, d: std::time::Duration) -> std::tim
 /// had already written it sees as a reset and a lost request. A connection
 /// still idle at the end is closed; an idle server exits at once.
 pub(crate) const STOP_IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A graceful stop's first step, the server's and the proxy's alike: the
+/// listener stops taking clients (new ones are refused), and the stop pipe is
+/// no longer watched — level-triggered and readable from now on, it would
+/// spin the loop.
+pub(crate) fn stop_taking_clients(
+    listener: &mut crate::listener::Listener,
+    signal: &mut Option<evq_os::StopPipe>,
+    queue: &mut evq::EventQueue,
+) {
+    listener.stop_listening(queue);
+    if let Some(pipe) = signal.take() {
+        let _ = queue.declare_interest(pipe.fd(), evq::Interest::empty(), evq::Options::new(0));
+    }
+}

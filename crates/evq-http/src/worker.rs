@@ -213,12 +213,7 @@ impl Worker {
     fn begin_shutdown(&mut self) {
         self.shutdown_deadline = Some(later(Instant::now(), self.grace));
         self.site.closing = true;
-        self.listener.stop_listening(&mut self.queue);
-        if let Some(pipe) = self.signal.take() {
-            let _ = self
-                .queue
-                .declare_interest(pipe.fd(), Interest::empty(), Options::new(0));
-        }
+        sys::stop_taking_clients(&mut self.listener, &mut self.signal, &mut self.queue);
         // Connections in a request finish it and close (every response now says
         // close). A keep-alive client whose next request already sits unread is
         // answered now. An idle one is given `STOP_IDLE_WAIT`: a busy client
