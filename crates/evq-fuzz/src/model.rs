@@ -202,11 +202,27 @@ fn fresh_slot() -> Slot {
     }
 }
 
-fn send_one(s: &UnixStream) {
-    // SAFETY: writes one byte from a live buffer; MSG_NOSIGNAL in case the peer is
-    // gone (it never is here, but a signal would kill a fuzzing process).
-    let n = unsafe { libc::send(s.as_raw_fd(), b"x".as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
+/// Writes one byte to the peer; false when its buffer is full (a few hundred
+/// writes without a drain fill a socket pair: each byte is an skb). A write
+/// that did not happen brings no new data and no new edge, so the model must
+/// not expect one (a fuzz input of 300 writes found the harness asserting it).
+fn send_one(s: &UnixStream) -> bool {
+    // SAFETY: writes one byte from a live buffer; MSG_DONTWAIT so a full buffer
+    // answers EAGAIN instead of blocking; MSG_NOSIGNAL in case the peer is gone
+    // (it never is here, but a signal would kill a fuzzing process).
+    let n = unsafe {
+        libc::send(
+            s.as_raw_fd(),
+            b"x".as_ptr().cast(),
+            1,
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock {
+        return false;
+    }
     assert_eq!(n, 1, "peer write: {}", io::Error::last_os_error());
+    true
 }
 
 fn drain(s: &UnixStream) {
@@ -302,7 +318,9 @@ pub fn run_ops(kind: BackendKind, ops: &[Op]) {
             }
             Op::PeerWrite(slot) => {
                 let s = &mut slots[slot];
-                send_one(&s.peer);
+                if !send_one(&s.peer) {
+                    continue;
+                }
                 s.readable = true;
                 if let Some(r) = &mut s.reg {
                     if r.interest.contains(Interest::READ) {
