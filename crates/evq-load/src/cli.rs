@@ -67,6 +67,10 @@ pub struct LoadArgs {
     /// counts as fast in the outcomes.
     #[arg(long = "fast-refusal", default_value_t = 0.01)]
     pub fast_refusal: f64,
+    /// Seconds of warm-up: requests due before then are left out of the
+    /// steady-state outcomes (reported besides the whole run's).
+    #[arg(long = "warm-up")]
+    pub warm_up: Option<f64>,
     /// Calls pipelined back to back before waiting for their replies.
     #[arg(long = "burst-length", default_value_t = 1)]
     pub burst_length: u32,
@@ -147,6 +151,7 @@ impl LoadArgs {
         cfg.timeout = self.timeout.map(|t| secs("--timeout", t)).transpose()?;
         cfg.think_timeout = secs("--think-timeout", self.think_timeout)?;
         cfg.fast_refusal = secs("--fast-refusal", self.fast_refusal)?;
+        cfg.warm_up = self.warm_up.map(|t| secs("--warm-up", t)).transpose()?;
         cfg.hog = self.hog;
         cfg.source = self.source;
         cfg.threads = self.threads;

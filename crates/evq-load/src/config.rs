@@ -80,6 +80,11 @@ pub struct LoadConfig {
     /// as fast ([`crate::Outcomes::refused_fast`]).
     #[serde(serialize_with = "secs_f64")]
     pub fast_refusal: Duration,
+    /// Requests due in the run's first this long are a warm-up: counted in the
+    /// outcomes as all are, and left out of [`crate::LoadReport::steady`]
+    /// (`None`: no steady-state figures).
+    #[serde(serialize_with = "opt_secs")]
+    pub warm_up: Option<Duration>,
     /// Bind local ports explicitly over 1024–65535 with `SO_REUSEADDR` (httperf
     /// `--hog`) instead of letting `connect` pick from the ephemeral range.
     pub hog: bool,
@@ -116,6 +121,7 @@ impl LoadConfig {
             timeout: None,
             think_timeout: Duration::ZERO,
             fast_refusal: LoadConfig::FAST_REFUSAL,
+            warm_up: None,
             hog: false,
             source: None,
             threads: 1,

@@ -50,6 +50,6 @@ pub use evq_wire::{Fed, FramingError, HeadParser, Reply, ResponseReader};
 pub use load::run_load;
 pub use relay::{LinkSpec, Relay, RelayConfig, RelayReport, ACCEPT_PAUSE, QUEUE_LIMIT};
 pub use stats::{
-    ErrorCounts, ErrorKind, LoadReport, Outcomes, Percentiles, RateSamples, StatusClasses,
+    ErrorCounts, ErrorKind, LoadReport, Outcomes, Percentiles, RateSamples, StatusClasses, Steady,
 };
 pub use wan::{run_wan, Namespace, NetnsLab, WanConfig, WanReport};

@@ -187,15 +187,33 @@ impl<'a> Worker<'a> {
     /// timeout (and whether still connecting).
     fn fail(&mut self, kind: ErrorKind, due: Instant, now: Instant, connecting: bool) {
         self.fail_start(kind);
+        let steady = self.steady(due);
         match kind {
             ErrorKind::ConnRefused | ErrorKind::ConnReset => {
                 let waited = now.saturating_duration_since(due);
-                self.stats
-                    .count_refused(waited.as_micros() as u64, waited < self.cfg.fast_refusal);
+                self.stats.count_refused(
+                    waited.as_micros() as u64,
+                    waited < self.cfg.fast_refusal,
+                    steady,
+                );
             }
-            ErrorKind::ClientTimeout if connecting => self.stats.timeouts_connecting += 1,
+            ErrorKind::ClientTimeout => {
+                if connecting {
+                    self.stats.timeouts_connecting += 1;
+                }
+                if steady {
+                    self.stats.count_steady_timeout(connecting);
+                }
+            }
             _ => {}
         }
+    }
+
+    /// Whether a request due at `due` falls after the warm-up.
+    fn steady(&self, due: Instant) -> bool {
+        self.cfg
+            .warm_up
+            .is_some_and(|w| due.saturating_duration_since(self.start) >= w)
     }
 
     fn local_bind(&mut self) -> LocalBind {
@@ -557,14 +575,16 @@ impl<'a> Worker<'a> {
         let waited = now.saturating_duration_since(c.burst_intended);
         let lat = waited.as_micros().max(1) as u64;
         let _ = self.stats.latency.record(lat.min(3_600_000_000));
+        let steady = self.steady(c.burst_intended);
         match reply.status {
-            200..=299 => self
-                .stats
-                .count_served(lat, self.cfg.timeout.is_none_or(|t| waited <= t)),
+            200..=299 => {
+                self.stats
+                    .count_served(lat, self.cfg.timeout.is_none_or(|t| waited <= t), steady)
+            }
             // Service Unavailable, Too Many Requests: the server's way of saying no.
             429 | 503 => self
                 .stats
-                .count_refused(lat, waited < self.cfg.fast_refusal),
+                .count_refused(lat, waited < self.cfg.fast_refusal, steady),
             _ => {}
         }
         self.stats.count_reply_at(self.batch_ms);

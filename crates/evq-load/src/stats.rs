@@ -163,6 +163,30 @@ pub(crate) struct ThreadStats {
     pub refused_fast: u64,
     /// `client-timo` failures while still connecting.
     pub timeouts_connecting: u64,
+    /// The same outcomes for requests due after the warm-up.
+    pub steady: SteadyCounts,
+}
+
+/// Outcomes of the requests due after the warm-up ([`LoadConfig::warm_up`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SteadyCounts {
+    pub served: Histogram<u64>,
+    pub served_in_time: u64,
+    pub refused: u64,
+    pub refused_fast: u64,
+    pub timed_out: u64,
+    pub timed_out_connecting: u64,
+}
+
+impl SteadyCounts {
+    fn merge(&mut self, o: &SteadyCounts) {
+        let _ = self.served.add(&o.served);
+        self.served_in_time += o.served_in_time;
+        self.refused += o.refused;
+        self.refused_fast += o.refused_fast;
+        self.timed_out += o.timed_out;
+        self.timed_out_connecting += o.timed_out_connecting;
+    }
 }
 
 impl ThreadStats {
@@ -189,21 +213,44 @@ impl ThreadStats {
             refused: micros_histogram()?,
             refused_fast: 0,
             timeouts_connecting: 0,
+            steady: SteadyCounts {
+                served: micros_histogram()?,
+                served_in_time: 0,
+                refused: 0,
+                refused_fast: 0,
+                timed_out: 0,
+                timed_out_connecting: 0,
+            },
         })
     }
 
     /// A 2xx reply `us` microseconds after its request was due; `in_time` if that
-    /// is within the run's timeout.
-    pub(crate) fn count_served(&mut self, us: u64, in_time: bool) {
-        let _ = self.served.record(us.clamp(1, 3_600_000_000));
+    /// is within the run's timeout; `steady` if it was due after the warm-up.
+    pub(crate) fn count_served(&mut self, us: u64, in_time: bool, steady: bool) {
+        let us = us.clamp(1, 3_600_000_000);
+        let _ = self.served.record(us);
         self.served_in_time += u64::from(in_time);
+        if steady {
+            let _ = self.steady.served.record(us);
+            self.steady.served_in_time += u64::from(in_time);
+        }
     }
 
     /// A refusal the client learned `us` microseconds after the request was due;
-    /// `fast` if within the fast-refusal bound.
-    pub(crate) fn count_refused(&mut self, us: u64, fast: bool) {
+    /// `fast` if within the fast-refusal bound; `steady` as above.
+    pub(crate) fn count_refused(&mut self, us: u64, fast: bool, steady: bool) {
         let _ = self.refused.record(us.clamp(1, 3_600_000_000));
         self.refused_fast += u64::from(fast);
+        if steady {
+            self.steady.refused += 1;
+            self.steady.refused_fast += u64::from(fast);
+        }
+    }
+
+    /// A client timeout of a request due after the warm-up.
+    pub(crate) fn count_steady_timeout(&mut self, connecting: bool) {
+        self.steady.timed_out += 1;
+        self.steady.timed_out_connecting += u64::from(connecting);
     }
 
     pub(crate) fn count_reply_at(&mut self, elapsed_ms: u64) {
@@ -265,6 +312,19 @@ impl ThreadStats {
                 timed_out: total.errors.get(ErrorKind::ClientTimeout),
                 timed_out_connecting: total.timeouts_connecting,
             },
+            steady: cfg.warm_up.map(|w| Steady {
+                warm_up_s: w.as_secs_f64(),
+                outcomes: Outcomes {
+                    served: total.steady.served.len(),
+                    served_in_time: total.steady.served_in_time,
+                    refused: total.steady.refused,
+                    refused_fast: total.steady.refused_fast,
+                    fast_refusal_ms: cfg.fast_refusal.as_secs_f64() * 1000.0,
+                    timed_out: total.steady.timed_out,
+                    timed_out_connecting: total.steady.timed_out_connecting,
+                },
+                served_ms: Percentiles::of(&total.steady.served),
+            }),
             served_ms: Percentiles::of(&total.served),
             refused_ms: Percentiles::of(&total.refused),
             latency_ms: Percentiles::of(&total.latency),
@@ -309,6 +369,7 @@ impl ThreadStats {
         let _ = self.refused.add(&o.refused);
         self.refused_fast += o.refused_fast;
         self.timeouts_connecting += o.timeouts_connecting;
+        self.steady.merge(&o.steady);
     }
 }
 
@@ -335,6 +396,18 @@ pub struct Outcomes {
     /// Those that timed out still connecting: the SYN was not answered (a full
     /// listen queue drops it, and the retransmission comes a second later).
     pub timed_out_connecting: u64,
+}
+
+/// What became of the requests due after a warm-up: an overload study's
+/// steady state, without the transient of the load's first moments.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Steady {
+    /// The warm-up left out, seconds from the run's start.
+    pub warm_up_s: f64,
+    /// Served, refused or timed out.
+    pub outcomes: Outcomes,
+    /// Latency of their 2xx replies from the intended start, milliseconds.
+    pub served_ms: Percentiles,
 }
 
 /// Percentiles of a latency distribution, in milliseconds.
@@ -502,6 +575,9 @@ pub struct LoadReport {
     pub unanswered: u64,
     /// Served, refused or timed out.
     pub outcomes: Outcomes,
+    /// The outcomes of the requests due after the warm-up, when the run had one
+    /// ([`LoadConfig::warm_up`]).
+    pub steady: Option<Steady>,
     /// Latency of the 2xx replies alone, from the intended start, milliseconds.
     pub served_ms: Percentiles,
     /// Time from a request's intended start until the client learned it was
@@ -644,6 +720,22 @@ impl LoadReport {
             self.refused_ms.p50,
             self.refused_ms.p99
         );
+        if let Some(st) = &self.steady {
+            let o = &st.outcomes;
+            let _ = writeln!(
+                s,
+                "After the {:.3} s warm-up: served {} ({} in time), refused {} ({} fast), timed out {} ({} connecting); served p50 {:.3} p99 {:.3} ms",
+                st.warm_up_s,
+                o.served,
+                o.served_in_time,
+                o.refused,
+                o.refused_fast,
+                o.timed_out,
+                o.timed_out_connecting,
+                st.served_ms.p50,
+                st.served_ms.p99
+            );
+        }
         let _ = writeln!(s);
         let _ = write!(s, "Errors: total {}", self.errors.total());
         for k in ErrorKind::ALL {
