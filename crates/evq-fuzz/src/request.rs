@@ -28,12 +28,14 @@ fn sites() -> &'static [Site; 2] {
                 limits,
                 closing: false,
                 stats_path: Some("/stats".into()),
+                work: std::time::Duration::ZERO,
             },
             Site {
                 content: Arc::new(Content::Files(FileRoot::open(&dir).expect("fuzz docroot"))),
                 limits,
                 closing: false,
                 stats_path: None,
+                work: std::time::Duration::ZERO,
             },
         ]
     })

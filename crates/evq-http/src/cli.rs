@@ -68,7 +68,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1, value_parser = count_in(bounds::THREADS))]
     pub threads: usize,
     /// How threads share the listening address (default: exclusive; reuseport
-    /// when --overload gate runs several threads).
+    /// when --overload gate or pulse runs several threads).
     #[arg(long, value_enum)]
     pub accept: Option<AcceptMode>,
     /// How connections are registered (default: event where the backend has it,
@@ -84,8 +84,9 @@ pub struct ServeArgs {
     pub reply_size: usize,
     /// Overload control: none, seed001 (the seed's EWMA-and-reset), gate
     /// (keep the listen queue within --queue-target, refuse the rest in the
-    /// kernel) or codel (reset what waited over twice --queue-target while the
-    /// queue stands).
+    /// kernel), codel (reset what waited over twice --queue-target while the
+    /// queue stands) or pulse (under overload, take --queue-target of work
+    /// and stop listening while serving it: the kernel refuses the rest).
     #[arg(long, value_enum, default_value_t = OverloadPolicy::None)]
     pub overload: OverloadPolicy,
     /// Queueing delay gate and codel aim for, milliseconds.
@@ -133,6 +134,11 @@ pub struct ServeArgs {
     /// keep-alive connection makes room, or the new one is closed.
     #[arg(long, default_value_t = 100_000, value_parser = count_in(bounds::MAX_CONNS))]
     pub max_conns: usize,
+    /// CPU microseconds to spend on each request before replying: a stand-in
+    /// for an application's work, to give the server a capacity in
+    /// experiments (0..=1000000; default 0).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub work_us: u64,
     /// Serve the counters as JSON at this path (e.g. /.evq/stats).
     #[arg(long, value_parser = stats_path)]
     pub stats_path: Option<String>,
@@ -183,7 +189,7 @@ impl ServeArgs {
             backend: backend(&self.backend)?,
             threads: self.threads,
             accept: self.accept.unwrap_or(
-                if self.overload == OverloadPolicy::Gate && self.threads > 1 {
+                if self.overload.needs_own_socket() && self.threads > 1 {
                     AcceptMode::Reuseport
                 } else {
                     AcceptMode::Exclusive
@@ -220,6 +226,7 @@ impl ServeArgs {
             },
             max_conns: self.max_conns,
             stats_path: self.stats_path.clone(),
+            work: Duration::from_micros(self.work_us),
             handle_signals: true,
             grace: duration("--grace", self.grace)?,
             file_cache_valid: duration("--file-cache-valid", self.file_cache_valid)?,

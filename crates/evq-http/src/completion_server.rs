@@ -137,6 +137,7 @@ pub fn serve_completion(
         limits: cfg.limits,
         closing: false,
         stats_path: None,
+        work: std::time::Duration::ZERO,
     });
     // Build one ring here first, so a kernel without the API fails before we say
     // we are listening.

@@ -55,6 +55,9 @@ pub mod bounds {
     /// (`--file-cache-valid`, nginx's `open_file_cache_valid`): 0 looks it up for
     /// every request; an hour at most.
     pub const FILE_CACHE_VALID_SECS: RangeInclusive<f64> = 0.0..=3_600.0;
+    /// CPU microseconds spent on each request (`--work-us`): up to a second,
+    /// a slow application's request.
+    pub const WORK_US: RangeInclusive<u64> = 0..=1_000_000;
     /// Gain of the load limiter's smoothed average (`--shed-gain`): above 0 (0
     /// would never move) and at most 1 (the latest batch alone).
     pub const SHED_GAIN: RangeInclusive<f64> = 0.001..=1.0;
@@ -179,6 +182,10 @@ pub struct ServeConfig {
     pub max_conns: usize,
     /// Serve the counters as JSON at this path.
     pub stats_path: Option<String>,
+    /// CPU time spent on each request before its reply: a stand-in for an
+    /// application's work, so an experiment can give the server a capacity
+    /// (zero: none).
+    pub work: Duration,
     /// Stop on SIGINT/SIGTERM (the command line sets this; in-process servers use
     /// `ServerHandle::stop`).
     pub handle_signals: bool,
@@ -225,6 +232,7 @@ impl ServeConfig {
         if let Some(p) = &self.stats_path {
             check_stats_path(p)?;
         }
+        check("work (µs)", self.work.as_micros() as u64, &bounds::WORK_US)?;
         Ok(())
     }
 }
@@ -259,6 +267,7 @@ impl Default for ServeConfig {
             limits: Limits::default(),
             max_conns: 100_000,
             stats_path: None,
+            work: Duration::ZERO,
             handle_signals: false,
             grace: Duration::from_secs(5),
             file_cache_valid: Duration::from_secs(1),

@@ -139,6 +139,20 @@ impl Listener {
                 }
             }
         }
+        self.end_batch(queue);
+        Next::End
+    }
+
+    /// Whether a readiness event must be drained to `EAGAIN` (edge and
+    /// oneshot registrations report it once); a level-triggered listener
+    /// reports again while connections wait.
+    pub(crate) fn drains(&self) -> bool {
+        self.opts.delivery_mode() != Mode::Level
+    }
+
+    /// Ends a batch before [`Next::End`] (the caller took what it wanted): a
+    /// oneshot registration is armed again.
+    pub(crate) fn end_batch(&mut self, queue: &mut EventQueue) {
         self.left = 0;
         if std::mem::take(&mut self.rearm)
             && self.state == State::Watching
@@ -148,7 +162,6 @@ impl Listener {
         {
             self.pause(queue, false);
         }
-        Next::End
     }
 
     /// Stops watching for a moment.

@@ -22,6 +22,21 @@
 //!   free: the kernel resets each queued connection in the worker's context,
 //!   about 7 µs each here against about 22 µs for an `accept` and a reset
 //!   `close` (measured from Python, so the second includes its overhead).
+//! - `pulse`: refuses for free. A socket that is not listening has the kernel
+//!   answer each new client's SYN with a reset, in the softirq of the packet's
+//!   arrival — not in the worker's time. Once the queue stands and is longer
+//!   than `gate` allows, the worker listens in pulses: it takes what waits (at
+//!   most `queue_target` of work), stops listening (`shutdown`), serves the
+//!   batch, and listens again before the batch's last [`PULSE_LEAD`]
+//!   connections, so the next arrivals are queued by the time it is done;
+//!   they are the next batch. Only connections queued beyond a batch cost the
+//!   worker a reset; everyone else learns of the refusal from the kernel
+//!   within a round trip. Pulses end when connections arrive more slowly than
+//!   the worker admitted them in the last interval. Where the worker's CPU
+//!   comes in bursts (a CPU quota enforced at the scheduler's tick, or a
+//!   machine too busy to run it), the queue fills while it is held off with
+//!   the listener open, and `pulse` falls back to resetting the excess as
+//!   `gate` does.
 //! - `codel`: Facebook's CoDel for the accept queue (wangle `Codel.h`): each
 //!   accepted connection's time in the listen queue is measured; if the least of
 //!   them over an `interval` exceeded `queue_target`, the queue is standing, and
@@ -61,6 +76,10 @@ pub enum OverloadPolicy {
     /// CoDel on the listen queue's delay: while the queue stands, reset
     /// connections that waited more than twice `queue_target`.
     Codel,
+    /// Listen in pulses under overload: take a batch of `queue_target` of
+    /// work, stop listening while serving it (the kernel resets new clients
+    /// at no cost to the worker), listen again just before it is done.
+    Pulse,
 }
 
 impl OverloadPolicy {
@@ -71,7 +90,14 @@ impl OverloadPolicy {
             OverloadPolicy::Seed001 => "seed001",
             OverloadPolicy::Gate => "gate",
             OverloadPolicy::Codel => "codel",
+            OverloadPolicy::Pulse => "pulse",
         }
+    }
+
+    /// Whether the policy shuts or resets the listening socket, so that each
+    /// thread needs a socket of its own (`--accept reuseport`).
+    pub fn needs_own_socket(self) -> bool {
+        matches!(self, OverloadPolicy::Gate | OverloadPolicy::Pulse)
     }
 }
 
@@ -150,9 +176,9 @@ const GATE_MIN_QUEUE: u32 = 16;
 pub(crate) struct Admission {
     cfg: OverloadConfig,
     /// The listening socket's address and backlog, to open it again after a
-    /// flush.
-    listen_addr: SocketAddr,
-    backlog: i32,
+    /// flush or a pulse.
+    pub(crate) listen_addr: SocketAddr,
+    pub(crate) backlog: i32,
     /// Connections admitted in the current rate interval, and its start.
     admitted: u64,
     since: Instant,
@@ -167,7 +193,42 @@ pub(crate) struct Admission {
     /// a long queue is only refused while it also stands, so a burst that a
     /// worker back from a pause takes at once is not.
     last_delay_ms: u32,
+    /// `pulse`, while overloaded: when the listener last opened and the
+    /// connections taken since.
+    open_since: Option<(Instant, u32)>,
 }
+
+/// What to do with a listener's readiness ([`Admission::plan_accept`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AcceptPlan {
+    /// Accept what waits, as usual, but at most `most` before asking again.
+    All {
+        /// Connections to take before the next plan (`u32::MAX`: all).
+        most: u32,
+    },
+    /// `pulse`: accept at most `take`, stop listening, serve them, and listen
+    /// again before the last [`PULSE_LEAD`] of them.
+    Batch {
+        /// Connections to take.
+        take: u32,
+    },
+}
+
+impl AcceptPlan {
+    /// Everything waiting.
+    pub(crate) const ALL: AcceptPlan = AcceptPlan::All { most: u32::MAX };
+}
+
+/// Connections of a batch still to serve when `pulse` listens again: the next
+/// arrivals queue while they are served, so the worker does not wait idle
+/// for the first of them.
+pub(crate) const PULSE_LEAD: usize = 2;
+/// Fewest connections a `pulse` batch may take, whatever the rate estimate
+/// says (a worker that has just started knows no rate).
+const PULSE_MIN_BATCH: u32 = 4;
+/// Fewest arrivals an open pulse counts before it may judge the arrival rate
+/// slower than the service.
+const PULSE_MIN_SAMPLE: u32 = 4;
 
 impl Admission {
     pub(crate) fn new(cfg: OverloadConfig, listen_addr: SocketAddr, backlog: i32) -> Admission {
@@ -183,7 +244,75 @@ impl Admission {
             interval_end: now + cfg.interval,
             overloaded: false,
             last_delay_ms: 0,
+            open_since: None,
         }
+    }
+
+    /// Before accepting on a ready listener: what to take. Every policy but
+    /// `pulse` takes all (after `gate`'s check, [`Admission::before_accept`]).
+    pub(crate) fn plan_accept(
+        &mut self,
+        listen_fd: RawFd,
+        now: Instant,
+        counters: &WorkerCounters,
+    ) -> AcceptPlan {
+        if self.cfg.policy != OverloadPolicy::Pulse {
+            self.before_accept(listen_fd, now, counters);
+            return AcceptPlan::ALL;
+        }
+        self.roll(now);
+        let Ok(pending) = listen_queue_len(listen_fd) else {
+            return AcceptPlan::ALL;
+        };
+        let quota = self.batch_limit();
+        // Taking a batch at a time, the worker looks at the queue again
+        // between batches: a flood's onset does not keep it in one accept
+        // loop while the queue grows behind it.
+        let chunk = AcceptPlan::All { most: quota };
+        let Some((since, taken)) = self.open_since else {
+            // Not pulsing: start when the queue stands and is long, as gate
+            // would flush it.
+            let standing = u128::from(self.last_delay_ms) > self.cfg.queue_target.as_millis();
+            if standing && pending > quota {
+                return AcceptPlan::Batch {
+                    take: pending.min(quota),
+                };
+            }
+            return chunk;
+        };
+        // Time per connection served: the admission rate of the last
+        // interval, when the worker was busy (as it is while pulsing). A
+        // batch's own wall time says little: under a CPU quota or beside other
+        // work a thread runs in bursts.
+        let service_s = if self.rate > 0.0 {
+            1.0 / self.rate
+        } else {
+            self.cfg.queue_target.as_secs_f64() / f64::from(quota)
+        };
+        let arrived = taken + pending;
+        let open_for = now.saturating_duration_since(since).as_secs_f64();
+        let arrival_rate = if open_for > 0.0 {
+            f64::from(arrived) / open_for
+        } else {
+            f64::INFINITY
+        };
+        if arrived >= PULSE_MIN_SAMPLE && arrival_rate * service_s < 1.0 {
+            // Arrivals slower than the service: the overload is over.
+            self.open_since = None;
+            return chunk;
+        }
+        if pending > 0 {
+            AcceptPlan::Batch {
+                take: pending.min(quota),
+            }
+        } else {
+            chunk
+        }
+    }
+
+    /// `pulse`: the listener opened again at `now`.
+    pub(crate) fn pulse_opened(&mut self, now: Instant) {
+        self.open_since = Some((now, 0));
     }
 
     /// Before an accept batch on `listen_fd`: `gate` refuses the whole queue if
@@ -217,6 +346,14 @@ impl Admission {
     fn gate_limit(&self) -> u32 {
         let by_rate = self.rate * self.cfg.queue_target.as_secs_f64();
         (by_rate as u32).max(GATE_MIN_QUEUE)
+    }
+
+    /// Most connections `pulse` takes in a batch: what this worker serves in
+    /// `queue_target` at its recent rate, so the last of a batch waits about
+    /// that long.
+    fn batch_limit(&self) -> u32 {
+        let by_rate = self.rate * self.cfg.queue_target.as_secs_f64();
+        (by_rate as u32).max(PULSE_MIN_BATCH)
     }
 
     /// Starts a new rate (and CoDel) interval when the current one is over.
@@ -258,6 +395,9 @@ impl Admission {
         }
         self.admitted += 1;
         self.last_delay_ms = waited_ms;
+        if let Some((_, taken)) = &mut self.open_since {
+            *taken += 1;
+        }
         (Some(waited_ms), None)
     }
 
@@ -279,6 +419,36 @@ pub(crate) fn queue_delay_ms(fd: RawFd) -> io::Result<u32> {
     evq_os::socket::tcp_info(fd).map(|i| i.tcpi_last_ack_recv)
 }
 
+/// Stops listening on `listen_fd`: the connections waiting in its queue are
+/// reset, and until [`listen_again`] the kernel answers new clients with a
+/// reset.
+pub(crate) fn stop_listening(listen_fd: RawFd) {
+    // SAFETY: shutdown(2) on the caller's listening socket: it stops listening
+    // and resets the connections queued on it; the descriptor stays valid.
+    unsafe { libc::shutdown(listen_fd, libc::SHUT_RD) };
+}
+
+/// Listens again on `listen_fd` (stopped by [`stop_listening`]) at `addr`,
+/// the address it had.
+///
+/// # Errors
+/// `bind`'s error if the socket lost its port and cannot have it back (it is
+/// then left not listening: `listen` on a socket without a port would pick a
+/// new one at random), else `listen`'s.
+pub(crate) fn listen_again(listen_fd: RawFd, addr: SocketAddr, backlog: i32) -> io::Result<()> {
+    let fd = borrow(listen_fd);
+    let sock = socket2::SockRef::from(&fd);
+    // A socket bound to port 0 gave its port back when it stopped listening:
+    // bind it again (`SO_REUSEADDR` allows it). One bound to an explicit port
+    // kept it, and bind says EINVAL.
+    match sock.bind(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+        Err(e) => return Err(e),
+    }
+    sock.listen(backlog)
+}
+
 /// Resets every connection waiting in the accept queue of `listen_fd` and
 /// listens again on `addr`.
 ///
@@ -290,20 +460,13 @@ pub(crate) fn flush_listen_queue(
     addr: SocketAddr,
     backlog: i32,
 ) -> io::Result<()> {
-    // SAFETY: shutdown(2) on the caller's listening socket: it stops listening
-    // and resets the connections queued on it; the descriptor stays valid.
-    unsafe { libc::shutdown(listen_fd, libc::SHUT_RD) };
-    let fd = borrow(listen_fd);
-    let sock = socket2::SockRef::from(&fd);
-    // A socket bound to port 0 gave its port back: bind it again. One bound to
-    // an explicit port kept it, and bind says EINVAL, which is fine.
-    let _ = sock.bind(&addr.into());
-    sock.listen(backlog)
+    stop_listening(listen_fd);
+    listen_again(listen_fd, addr, backlog)
 }
 
 fn borrow(fd: RawFd) -> std::os::fd::BorrowedFd<'static> {
     // SAFETY: the caller holds `fd` open for the duration of the call that
-    // uses the borrow (flush_listen_queue), which does not outlive it.
+    // uses the borrow (listen_again), which does not outlive it.
     unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
 }
 
@@ -364,6 +527,73 @@ mod tests {
         // Still listening on the same port.
         let _c = std::net::TcpStream::connect(addr).unwrap();
         assert_eq!(listen_queue_len(l.as_raw_fd()).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_socket_not_listening_is_refused_by_the_kernel_and_listens_again_on_its_port() {
+        let l = evq_os::listen("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = evq_os::socket::local_addr(l.as_raw_fd()).unwrap();
+        let _queued = queued(addr, 2);
+        stop_listening(l.as_raw_fd());
+        // The kernel answers the SYN with a reset: the client learns at once.
+        let started = Instant::now();
+        let e = std::net::TcpStream::connect(addr).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        listen_again(l.as_raw_fd(), addr, 128).unwrap();
+        assert_eq!(evq_os::socket::local_addr(l.as_raw_fd()).unwrap(), addr);
+        let _c = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(listen_queue_len(l.as_raw_fd()).unwrap(), 1);
+    }
+
+    #[test]
+    fn pulse_starts_on_a_standing_long_queue_and_ends_when_arrivals_slow() {
+        let cfg = OverloadConfig {
+            policy: OverloadPolicy::Pulse,
+            ..OverloadConfig::default()
+        };
+        let l = evq_os::listen("127.0.0.1:0".parse().unwrap(), ListenOptions::default()).unwrap();
+        let addr = evq_os::socket::local_addr(l.as_raw_fd()).unwrap();
+        let counters = WorkerCounters::default();
+        let mut a = Admission::new(cfg, addr, 128);
+        let t0 = Instant::now();
+        // A long queue that does not stand (a burst): take it all, a batch's
+        // worth at a time.
+        let _burst = queued(addr, PULSE_MIN_BATCH as usize + 4);
+        let chunk = AcceptPlan::All {
+            most: PULSE_MIN_BATCH,
+        };
+        assert_eq!(a.plan_accept(l.as_raw_fd(), t0, &counters), chunk);
+        // The same queue standing: a batch of at most the limit.
+        a.last_delay_ms = 6;
+        assert_eq!(
+            a.plan_accept(l.as_raw_fd(), t0, &counters),
+            AcceptPlan::Batch {
+                take: PULSE_MIN_BATCH
+            }
+        );
+        // Listening again, connections arriving faster than the worker
+        // admitted them (100/s over the last interval): each readiness is a
+        // batch of what waits.
+        a.rate = 100.0;
+        a.pulse_opened(t0);
+        let before = listen_queue_len(l.as_raw_fd()).unwrap();
+        assert_eq!(
+            a.plan_accept(l.as_raw_fd(), t0 + Duration::from_millis(10), &counters),
+            AcceptPlan::Batch {
+                take: before.min(PULSE_MIN_BATCH)
+            }
+        );
+        // The same arrivals over a whole second: 20/s, slower than the 100/s
+        // the worker admitted in that second — the overload is over and
+        // everything is taken again.
+        a.pulse_opened(t0);
+        a.admitted = 100;
+        assert_eq!(
+            a.plan_accept(l.as_raw_fd(), t0 + Duration::from_secs(1), &counters),
+            chunk
+        );
+        assert!(a.open_since.is_none());
     }
 
     #[test]

@@ -115,6 +115,24 @@ pub struct Site {
     pub closing: bool,
     /// Requests for exactly this target get [`Outcome::Stats`].
     pub stats_path: Option<String>,
+    /// CPU time to spend on each answered request ([`Site::work`]).
+    pub work: std::time::Duration,
+}
+
+impl Site {
+    /// Spends the configured CPU time on a request (a stand-in for an
+    /// application's work): spins until this thread's CPU clock has advanced
+    /// that much, so time the thread is preempted does not count.
+    pub fn work(&self) {
+        if self.work.is_zero() {
+            return;
+        }
+        let need = self.work.as_nanos() as u64;
+        let start = evq_os::thread_cpu_ns();
+        while evq_os::thread_cpu_ns().saturating_sub(start) < need {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 fn reason(status: u16) -> &'static str {
@@ -481,6 +499,7 @@ mod tests {
             limits: Limits::default(),
             closing: false,
             stats_path: None,
+            work: std::time::Duration::ZERO,
         }
     }
 

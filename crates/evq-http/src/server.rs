@@ -72,13 +72,11 @@ impl ServerHandle {
         if cfg.shed.is_some() {
             overload.policy = OverloadPolicy::Seed001;
         }
-        if overload.policy == OverloadPolicy::Gate
-            && threads > 1
-            && cfg.accept != AcceptMode::Reuseport
+        if overload.policy.needs_own_socket() && threads > 1 && cfg.accept != AcceptMode::Reuseport
         {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "--overload gate resets a listening socket's queue, so each thread needs its own: use --accept reuseport with several threads",
+                format!("--overload {} stops or resets a listening socket, so each thread needs its own: use --accept reuseport with several threads", overload.policy.name()),
             ));
         }
         let seed001 =
@@ -193,6 +191,7 @@ impl ServerHandle {
                     limits: cfg.limits,
                     closing: false,
                     stats_path: cfg.stats_path.clone(),
+                    work: cfg.work,
                 },
                 fixed: match &*content {
                     Content::Fixed(b) => Some(b.clone()),

@@ -31,6 +31,8 @@ pub struct WorkerCounters {
     refused_deadline: AtomicU64,
     refused_flushed: AtomicU64,
     flushes: AtomicU64,
+    pulses: AtomicU64,
+    not_listening_us: AtomicU64,
     served_late: AtomicU64,
     queue_delay: [AtomicU64; QUEUE_DELAY_BOUNDS_MS.len() + 1],
     rejected_max_conns: AtomicU64,
@@ -90,6 +92,16 @@ impl WorkerCounters {
     pub(crate) fn flushed(&self, waiting: u32) {
         bump(&self.flushes, 1);
         bump(&self.refused_flushed, u64::from(waiting));
+    }
+    /// `pulse` stopped listening; `waiting` connections beyond its batch were
+    /// reset in the queue.
+    pub(crate) fn pulse(&self, waiting: u32) {
+        bump(&self.pulses, 1);
+        bump(&self.refused_flushed, u64::from(waiting));
+    }
+    /// `pulse` listened again after not listening for `paused`.
+    pub(crate) fn listened_again(&self, paused: std::time::Duration) {
+        bump(&self.not_listening_us, paused.as_micros() as u64);
     }
     pub(crate) fn rejected(&self) {
         bump(&self.rejected_max_conns, 1);
@@ -217,6 +229,8 @@ impl ServeReport {
             r.refused.deadline += get(&w.refused_deadline);
             r.refused.flushed += get(&w.refused_flushed);
             r.refused.flushes += get(&w.flushes);
+            r.refused.pulses += get(&w.pulses);
+            r.refused.not_listening_us += get(&w.not_listening_us);
             r.served_late += get(&w.served_late);
             if r.queue_delay_ms.is_empty() {
                 r.queue_delay_ms = QUEUE_DELAY_BOUNDS_MS
@@ -290,7 +304,7 @@ impl std::fmt::Display for ServeReport {
             .sum();
         writeln!(
             f,
-            "overload: {} admitted, refused {} (seed001 {}, queue delay {}, deadline {}, listen queue reset {} in {} flushes), {} served late, {} waited > 16 ms",
+            "overload: {} admitted, refused {} (seed001 {}, queue delay {}, deadline {}, listen queue reset {} in {} flushes), {} pulses not listening for {:.3} s, {} served late, {} waited > 16 ms",
             self.admitted,
             self.refused.total(),
             self.refused.seed001,
@@ -298,6 +312,8 @@ impl std::fmt::Display for ServeReport {
             self.refused.deadline,
             self.refused.flushed,
             self.refused.flushes,
+            self.refused.pulses,
+            self.refused.not_listening_us as f64 / 1e6,
             self.served_late,
             late_or_slow
         )?;
@@ -330,11 +346,18 @@ pub struct Refused {
     pub queue_delay: u64,
     /// Reset for waiting past `--deadline`.
     pub deadline: u64,
-    /// Reset in the listen queue by `gate` (counted as the queue's length when
-    /// it was reset; a few more may have arrived in between).
+    /// Reset in the listen queue by `gate`, or by `pulse` beyond a batch
+    /// (counted as the queue's length when it was reset; a few more may have
+    /// arrived in between).
     pub flushed: u64,
     /// Times `gate` reset the listen queue.
     pub flushes: u64,
+    /// Times `pulse` stopped listening to serve a batch. The clients that
+    /// came meanwhile were refused by the kernel (a reset to their SYN) and
+    /// are not counted here: only they know.
+    pub pulses: u64,
+    /// Microseconds `pulse` spent not listening.
+    pub not_listening_us: u64,
 }
 
 impl Refused {

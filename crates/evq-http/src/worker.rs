@@ -11,7 +11,7 @@ use crate::buffers::BufferPool;
 use crate::date::DateCache;
 use crate::linger::{self, Drained};
 use crate::listener::{Listener, Next};
-use crate::overload::{Admission, Refusal};
+use crate::overload::{self, AcceptPlan, Admission, Refusal, PULSE_LEAD};
 use crate::request::{handle_request, write_simple_head, Body, Outcome, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::sys::{self, later};
@@ -252,23 +252,89 @@ impl Worker {
     }
 
     fn on_accept(&mut self) {
-        self.admission.before_accept(
-            self.listener.raw_fd(),
-            self.now,
-            &self.shared.counters[self.id],
-        );
-        self.listener.begin();
+        let mut now = self.now;
         loop {
-            match self.listener.next(&mut self.queue) {
-                Next::Conn(fd) => self.admit(fd),
-                Next::Refused => {
-                    self.shared.counters[self.id].fd_exhausted();
-                    // Make room for the clients behind the one just shed.
-                    self.reclaim_idle(reclaim::EXHAUSTED_BATCH, true);
+            let plan = self.admission.plan_accept(
+                self.listener.raw_fd(),
+                now,
+                &self.shared.counters[self.id],
+            );
+            let most = match plan {
+                AcceptPlan::Batch { take } => return self.accept_pulse(take as usize),
+                AcceptPlan::All { most } => most as usize,
+            };
+            self.listener.begin();
+            let mut taken = 0;
+            while taken < most {
+                match self.listener.next(&mut self.queue) {
+                    Next::Conn(fd) => {
+                        self.admit(fd);
+                        taken += 1;
+                    }
+                    Next::Refused => self.accept_refused(),
+                    Next::End => return,
                 }
-                Next::End => return,
+            }
+            // A chunk taken with more perhaps waiting: look at the queue
+            // again (a level-triggered listener says so by itself).
+            self.listener.end_batch(&mut self.queue);
+            if !self.listener.drains() {
+                return;
+            }
+            now = Instant::now();
+        }
+    }
+
+    fn accept_refused(&mut self) {
+        self.shared.counters[self.id].fd_exhausted();
+        // Make room for the clients behind the one just shed.
+        self.reclaim_idle(reclaim::EXHAUSTED_BATCH, true);
+    }
+
+    /// `pulse` (`overload.rs`): takes at most `take` waiting connections,
+    /// stops listening — the kernel now refuses new clients itself — serves
+    /// them, and listens again before the last [`PULSE_LEAD`] of them.
+    fn accept_pulse(&mut self, take: usize) {
+        let mut batch = Vec::with_capacity(take);
+        self.listener.begin();
+        while batch.len() < take {
+            match self.listener.next(&mut self.queue) {
+                Next::Conn(fd) => batch.push(fd),
+                Next::Refused => self.accept_refused(),
+                Next::End => break,
             }
         }
+        self.listener.end_batch(&mut self.queue);
+        let fd = self.listener.raw_fd();
+        let left = overload::listen_queue_len(fd).unwrap_or(0);
+        overload::stop_listening(fd);
+        let counters = &self.shared.counters[self.id];
+        counters.pulse(left);
+        let started = Instant::now();
+        let reopen_at = batch.len().saturating_sub(PULSE_LEAD);
+        for (k, conn) in batch.iter().enumerate() {
+            if k == reopen_at {
+                self.listen_again(started);
+            }
+            self.admit(*conn);
+        }
+        if batch.is_empty() {
+            self.listen_again(started);
+        }
+    }
+
+    /// `pulse`: listens again after a batch's pause that began at `stopped`.
+    fn listen_again(&mut self, stopped: Instant) {
+        let now = Instant::now();
+        self.shared.counters[self.id].listened_again(now.saturating_duration_since(stopped));
+        // A failure leaves the socket not listening: the next `accept` fails
+        // and pauses the listener as for any failed one.
+        let _ = overload::listen_again(
+            self.listener.raw_fd(),
+            self.admission.listen_addr,
+            self.admission.backlog,
+        );
+        self.admission.pulse_opened(now);
     }
 
     /// A new connection: reset under overload (seed 001), refused over the
@@ -621,7 +687,12 @@ impl Worker {
             let counters = &self.shared.counters[self.id];
             let reply = match outcome {
                 Outcome::Incomplete => break,
-                Outcome::Done(r) => r,
+                Outcome::Done(r) => {
+                    if r.status < 400 {
+                        self.site.work();
+                    }
+                    r
+                }
                 Outcome::Stats { reply, head_only } => {
                     let json = self.shared.report().to_json();
                     write_simple_head(

@@ -65,12 +65,14 @@ fn corpus_through_handle_request() {
         limits: Limits::default(),
         closing: false,
         stats_path: None,
+        work: std::time::Duration::ZERO,
     };
     let fixed = Site {
         content: Arc::new(Content::Fixed(vec![b'x'; 100].into())),
         limits: Limits::default(),
         closing: false,
         stats_path: None,
+        work: std::time::Duration::ZERO,
     };
     for (name, input) in corpus() {
         let expected = name.split('-').next().unwrap();
@@ -150,12 +152,14 @@ fn mutated_corpus_never_panics() {
             },
             closing: false,
             stats_path: Some("/s".into()),
+            work: std::time::Duration::ZERO,
         },
         Site {
             content: Arc::new(Content::Fixed(vec![b'x'; 40_000].into())),
             limits: Limits::default(),
             closing: false,
             stats_path: None,
+            work: std::time::Duration::ZERO,
         },
     ];
     let corpus = corpus();

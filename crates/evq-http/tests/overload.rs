@@ -13,11 +13,12 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 const REQ: &str = "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
-const POLICIES: [OverloadPolicy; 4] = [
+const POLICIES: [OverloadPolicy; 5] = [
     OverloadPolicy::None,
     OverloadPolicy::Seed001,
     OverloadPolicy::Gate,
     OverloadPolicy::Codel,
+    OverloadPolicy::Pulse,
 ];
 
 fn overload_config(policy: OverloadPolicy) -> OverloadConfig {
@@ -165,13 +166,75 @@ fn bad_numbers_are_refused_at_start() {
         let e = evq_http::ServerHandle::start(&cfg).err().expect("refused");
         assert!(e.to_string().contains(flag), "{e}");
     }
-    // gate with threads sharing one socket cannot reset its queue safely.
+    // gate and pulse with threads sharing one socket cannot stop or reset it
+    // safely.
+    for policy in [OverloadPolicy::Gate, OverloadPolicy::Pulse] {
+        let mut cfg = config(None);
+        cfg.threads = 2;
+        cfg.accept = AcceptMode::Exclusive;
+        cfg.overload.policy = policy;
+        let e = evq_http::ServerHandle::start(&cfg).err().expect("refused");
+        assert!(e.to_string().contains("reuseport"), "{e}");
+    }
+}
+
+#[test]
+fn pulse_has_the_kernel_refuse_a_flood_while_it_serves() {
     let mut cfg = config(None);
-    cfg.threads = 2;
-    cfg.accept = AcceptMode::Exclusive;
-    cfg.overload.policy = OverloadPolicy::Gate;
-    let e = evq_http::ServerHandle::start(&cfg).err().expect("refused");
-    assert!(e.to_string().contains("reuseport"), "{e}");
+    // 2 ms of CPU a request: 500 a second, far fewer than the flood.
+    cfg.work = Duration::from_millis(2);
+    cfg.overload = overload_config(OverloadPolicy::Pulse);
+    let server = start(&cfg);
+    let addr = server.addr();
+    // Three clients each open 100 connections a millisecond apart: about
+    // 3,000 a second for a tenth of a second.
+    let outcomes: Vec<Result<Option<Vec<u8>>, std::io::ErrorKind>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(move || {
+                    let streams: Vec<_> = (0..100)
+                        .map(|_| {
+                            std::thread::sleep(Duration::from_millis(1));
+                            let mut c = TcpStream::connect(addr).map_err(|e| e.kind())?;
+                            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                            let _ = c.write_all(REQ.as_bytes());
+                            Ok(c)
+                        })
+                        .collect();
+                    streams
+                        .into_iter()
+                        .map(|c| c.map(|mut c| read_all(&mut c)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let report = server.stop();
+    let refused_at_connect = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(std::io::ErrorKind::ConnectionRefused)))
+        .count();
+    let served: Vec<&Vec<u8>> = outcomes.iter().flatten().flatten().collect();
+    for got in &served {
+        let text = String::from_utf8_lossy(got);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text:.80}");
+        let head_end = text.find("\r\n\r\n").expect("whole head") + 4;
+        assert_eq!(got.len() - head_end, 1024, "body cut short");
+    }
+    assert!(report.refused.pulses > 0, "never pulsed: {report}");
+    assert!(
+        report.refused.not_listening_us > 0,
+        "never stopped listening: {report}"
+    );
+    // While it did not listen the kernel refused clients at connect; those
+    // are not the server's work, so it admitted exactly those it served.
+    assert!(
+        refused_at_connect > 0,
+        "nobody refused at connect: {report}"
+    );
+    assert_eq!(report.admitted, served.len() as u64, "{report}");
+    assert!(!served.is_empty(), "{report}");
 }
 
 #[test]
