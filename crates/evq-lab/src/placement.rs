@@ -47,7 +47,7 @@ pub fn placement() -> Option<Placement> {
         if std::env::var("EVQ_LAB_PIN").as_deref() == Ok("0") {
             return None;
         }
-        match allowed_cpus()[..] {
+        match allowed_cpus_at_start()[..] {
             [server, client, ..] => Some(Placement { server, client }),
             _ => None,
         }
@@ -83,6 +83,41 @@ pub fn describe() -> String {
         ),
         None => "Servers and clients unpinned (fewer than two CPUs allowed, or EVQ_LAB_PIN=0).".into(),
     }
+}
+
+/// The CPUs a server of `threads` worker threads gets beside a pinned client:
+/// every allowed CPU but the client's, as many as there are threads (so on a
+/// 2-CPU machine all its threads share the one), or `None` unplaced.
+pub fn server_cpus(threads: usize) -> Option<Vec<usize>> {
+    let p = placement()?;
+    let mut cpus: Vec<usize> = allowed_cpus_at_start()
+        .into_iter()
+        .filter(|&c| c != p.client)
+        .take(threads.max(1))
+        .collect();
+    if cpus.is_empty() {
+        cpus.push(p.server);
+    }
+    Some(cpus)
+}
+
+fn allowed_cpus_at_start() -> Vec<usize> {
+    static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    CPUS.get_or_init(allowed_cpus).clone()
+}
+
+/// Pins thread `tid` (of this process) to `cpu`.
+///
+/// # Errors
+/// `sched_setaffinity`'s.
+pub fn pin_thread(tid: libc::pid_t, cpu: usize) -> io::Result<()> {
+    let set = set_of(cpu);
+    // SAFETY: `set` is a live cpu_set_t of the size passed; a bad tid is an
+    // error, not undefined behaviour.
+    if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn set_of(cpu: usize) -> libc::cpu_set_t {

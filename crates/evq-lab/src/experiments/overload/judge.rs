@@ -1,10 +1,10 @@
 //! The overload claims (issue 15's figures): pure functions of the points.
 
-use super::measure::Point;
+use super::measure::{Point, WORK_RIG};
 use crate::verdict::ClaimCheck;
 
-/// The policy the claims judge (the one proposed as the default).
-pub const JUDGED: &str = "gate";
+/// The policy the claims judge (`evq serve`'s default).
+pub const JUDGED: &str = "pulse";
 /// The backend the claims are judged on.
 pub const BACKEND: &str = "epoll";
 /// The client kept up if it started at least this share of the offered rate.
@@ -15,16 +15,16 @@ pub fn goodput_claim(threads: usize) -> String {
     format!("with {JUDGED} on {BACKEND} × {threads} thread(s), goodput (replies within the client timeout) stays ≥ 95% of capacity at 2× and 3× offered and ≥ 90% at 5× (issue 15)")
 }
 /// Latency of served replies.
-pub const P99: &str = "with gate on epoll × 1, the p99 of served replies at 3× offered is at most 5× the p99 at 0.5× (issue 15)";
+pub const P99: &str = "with pulse on epoll × 1, the p99 of served replies at 3× offered is at most 5× the p99 at 0.5× (issue 15)";
 /// Refusals are fast.
-pub const FAST: &str = "with gate on epoll × 1 at 3× offered, ≥ 99% of the clients not served learn it within 10 ms (a reset or 503), not by timing out (issue 15)";
+pub const FAST: &str = "with pulse on epoll × 1 at 3× offered, ≥ 99% of the clients not served learn it within 10 ms (a reset or 503), not by timing out (issue 15)";
 /// No cost below capacity.
-pub const BELOW: &str = "with gate on epoll × 1 below capacity (0.9× and less), goodput is within 2% of no control's and nobody is refused (issue 15)";
+pub const BELOW: &str = "with pulse on epoll × 1 below capacity (0.9× and less), goodput is within 2% of no control's and nobody is refused (issue 15)";
 /// Against the seed's policy.
-pub const BEATS_SEED: &str = "with gate on epoll × 1 at 3× offered, goodput is higher than with seed 001's EWMA-and-reset (issue 15, seed 001 Graphs 3–4)";
+pub const BEATS_SEED: &str = "with pulse on epoll × 1 at 3× offered, goodput is higher than with seed 001's EWMA-and-reset (issue 15, seed 001 Graphs 3–4)";
 
-/// The point of `policy` on the judged backend at `threads` nearest `multiple`
-/// (within 0.05), if the client kept up there.
+/// The point of `policy` on the judged rig and backend at `threads` nearest
+/// `multiple` (within 0.05).
 pub fn at<'a>(
     points: &'a [Point],
     policy: &str,
@@ -33,6 +33,7 @@ pub fn at<'a>(
 ) -> Option<&'a Point> {
     points.iter().find(|p| {
         p.policy == policy
+            && p.rig == WORK_RIG
             && p.backend == BACKEND
             && p.threads == threads
             && (p.multiple - multiple).abs() < 0.05
@@ -92,39 +93,45 @@ pub fn check_goodput(points: &[Point], threads: usize) -> ClaimCheck {
 pub fn check_p99(points: &[Point]) -> ClaimCheck {
     let (low, high) = (at(points, JUDGED, 1, 0.5), at(points, JUDGED, 1, 3.0));
     let measured = match (low, high) {
-        (Some(l), Some(h)) => format!(
-            "p99 {:.1} ms at 0.5×, {:.1} ms at 3× ({:.1}×)",
-            l.p99_ms,
-            h.p99_ms,
-            h.p99_ms / l.p99_ms.max(1e-9)
-        ),
+        (Some(l), Some(h)) => {
+            let (l, h) = (l.settled(), h.settled());
+            format!(
+                "p99 {:.1} ms at 0.5×, {:.1} ms at 3× ({:.1}×)",
+                l.p99_ms,
+                h.p99_ms,
+                h.p99_ms / l.p99_ms.max(1e-9)
+            )
+        }
         _ => "a point is missing".into(),
     };
     let holds = low
         .zip(high)
-        .filter(|(_, h)| keeps_up(h) && h.served > 0)
-        .map(|(l, h)| h.p99_ms <= 5.0 * l.p99_ms);
-    ClaimCheck::judged(P99, measured, holds, "holds if the 3× point's p99 of 2xx replies (from the intended start) is ≤ 5× the 0.5× point's; not measured without both points, or if the client fell behind or nothing was served at 3×")
+        .filter(|(_, h)| keeps_up(h) && h.settled().served > 0)
+        .map(|(l, h)| h.settled().p99_ms <= 5.0 * l.settled().p99_ms);
+    ClaimCheck::judged(P99, measured, holds, "holds if the 3× point's p99 of 2xx replies (from the intended start; requests due after the warm-up, the schedule's first quarter, as for goodput) is ≤ 5× the 0.5× point's; not measured without both points, or if the client fell behind or nothing was served at 3×")
 }
 
 /// Share of unserved clients refused fast at 3×.
 pub fn check_fast(points: &[Point]) -> ClaimCheck {
     let p = at(points, JUDGED, 1, 3.0);
-    let unserved = |p: &Point| p.refused + p.timed_out;
+    let unserved = |s: &super::measure::SteadyPoint| s.refused + s.timed_out;
     let measured = p.map_or("not run".into(), |p| {
+        let s = p.settled();
         format!(
-            "{} of {} clients not served learned it within 10 ms ({} refused, {} timed out, {} of them still connecting)",
+            "{} of {} clients not served learned it within 10 ms ({} refused, {} timed out) after the warm-up; over the whole run {} of {}",
+            s.refused_fast,
+            unserved(&s),
+            s.refused,
+            s.timed_out,
             p.refused_fast,
-            unserved(p),
-            p.refused,
-            p.timed_out,
-            p.timed_out_connecting
+            p.refused + p.timed_out
         )
     });
-    let holds = p
-        .filter(|p| keeps_up(p))
-        .map(|p| unserved(p) == 0 || p.refused_fast as f64 >= 0.99 * unserved(p) as f64);
-    ClaimCheck::judged(FAST, measured, holds, "holds if refused-within-10-ms ≥ 99% of (refused + timed out) at 3× (trivially if nobody went unserved); not measured without the point or if the client fell behind")
+    let holds = p.filter(|p| keeps_up(p)).map(|p| {
+        let s = p.settled();
+        unserved(&s) == 0 || s.refused_fast as f64 >= 0.99 * unserved(&s) as f64
+    });
+    ClaimCheck::judged(FAST, measured, holds, "holds if refused-within-10-ms ≥ 99% of (refused + timed out) at 3× among requests due after the warm-up (the schedule's first quarter, left out of goodput too: the overload's onset, before any policy has seen it, is not its steady state); trivially if nobody went unserved; not measured without the point or if the client fell behind")
 }
 
 /// No cost below capacity.
@@ -132,29 +139,37 @@ pub fn check_below(points: &[Point]) -> ClaimCheck {
     let low: Vec<(&Point, &Point)> = points
         .iter()
         .filter(|p| {
-            p.policy == JUDGED && p.backend == BACKEND && p.threads == 1 && p.multiple <= 0.9
+            p.policy == JUDGED
+                && p.rig == WORK_RIG
+                && p.backend == BACKEND
+                && p.threads == 1
+                && p.multiple <= 0.9
         })
         .filter_map(|p| at(points, "none", 1, p.multiple).map(|n| (p, n)))
         .collect();
+    // Below capacity the throughput is the offered rate, so the share of
+    // clients served in time says what the control costs (a reply-rate sample
+    // over a second of Poisson arrivals would vary by more than 2% by itself).
+    let in_time = |p: &Point| p.served_in_time as f64 / p.conns.max(1) as f64;
     let measured = low
         .iter()
-        .map(|(g, n)| format!("{}×: goodput {:.0}/s vs none {:.0}/s, {} refused by the client's count, {} by the server's", g.multiple, g.goodput_per_s, n.goodput_per_s, g.refused, g.server_refused))
+        .map(|(g, n)| format!("{}×: {:.1}% of clients served in time vs none {:.1}%, {} refused by the client's count, {} by the server's", g.multiple, 100.0 * in_time(g), 100.0 * in_time(n), g.refused, g.server_refused))
         .collect::<Vec<_>>()
         .join("; ");
     let holds =
         (!low.is_empty() && low.iter().all(|(g, n)| keeps_up(g) && keeps_up(n))).then(|| {
             low.iter().all(|(g, n)| {
-                g.goodput_per_s >= 0.98 * n.goodput_per_s && g.refused == 0 && g.server_refused == 0
+                in_time(g) >= in_time(n) - 0.02 && g.refused == 0 && g.server_refused == 0
             })
         });
-    ClaimCheck::judged(BELOW, if measured.is_empty() { "no point at ≤ 0.9×".into() } else { measured }, holds, "holds if at every multiple ≤ 0.9× the judged policy's goodput ≥ 98% of no control's at the same offered rate and neither client nor server counted a refusal; not measured without such points or if the client fell behind")
+    ClaimCheck::judged(BELOW, if measured.is_empty() { "no point at ≤ 0.9×".into() } else { measured }, holds, "holds if at every multiple ≤ 0.9× the judged policy serves in time a share of its clients within 2 points of no control's at the same offered rate, and neither client nor server counted a refusal; not measured without such points or if the client fell behind")
 }
 
 /// Against seed 001.
 pub fn check_beats_seed(points: &[Point]) -> ClaimCheck {
     let (g, s) = (at(points, JUDGED, 1, 3.0), at(points, "seed001", 1, 3.0));
     let measured = match (g, s) {
-        (Some(g), Some(s)) => format!("gate: {}; seed001: {}", show(g), show(s)),
+        (Some(g), Some(s)) => format!("{JUDGED}: {}; seed001: {}", show(g), show(s)),
         _ => "a point is missing".into(),
     };
     let holds = g

@@ -1,7 +1,18 @@
-//! The overload sweep's measurement: `evq serve` in this process on a CPU
-//! budget (as the signals scenario's overload half, so one client thread can
-//! offer it several times its capacity), each policy at each multiple of the
-//! probed capacity, open loop, one request per connection.
+//! The overload sweep's measurement: `evq serve` in this process given a
+//! capacity one client thread can offer several times over, each policy at
+//! each multiple of the probed capacity, open loop, one request per
+//! connection.
+//!
+//! Two rigs give the server its capacity. `work` (judged): every request
+//! costs [`WORK`] of CPU (`--work-us`, an application's work), and the
+//! server's threads run on a CPU of their own, the client on another — a
+//! server that is busy all the time it is overloaded, as real ones are.
+//! `quota` (the full run, and the rig of earlier rounds): a 1 KiB static
+//! reply on a CPU budget of [`BUDGET_RUNTIME`] per [`BUDGET_PERIOD`]
+//! (`SCHED_DEADLINE`, as the signals scenario's overload half). The kernel
+//! enforces that budget at its tick (4 ms here), so the server runs in bursts
+//! and then stands still for tens of milliseconds while connections queue —
+//! the regime of a container throttled by its CPU quota.
 
 use crate::experiment::{Ctx, RunSize};
 use evq::BackendKind;
@@ -17,6 +28,12 @@ pub const BUDGET_RUNTIME: Duration = Duration::from_micros(100);
 pub const BUDGET_PERIOD: Duration = Duration::from_millis(1);
 /// Reply size: seed 001 fetched a 1 KB document.
 pub const REPLY_SIZE: usize = 1024;
+/// CPU each request costs on the `work` rig.
+pub const WORK: Duration = Duration::from_micros(400);
+/// The rig the claims are judged on.
+pub const WORK_RIG: &str = "work";
+/// The CPU-budget rig.
+pub const QUOTA_RIG: &str = "quota";
 /// Connections of the closed-loop capacity probe.
 pub const PROBE_CONNECTIONS: usize = 32;
 /// The backlog of the `backlog64` series.
@@ -24,9 +41,22 @@ pub const SMALL_BACKLOG: i32 = 64;
 /// A refusal learned within this long counts as fast.
 pub const FAST_REFUSAL_MS: f64 = 10.0;
 
+fn quota_rig() -> String {
+    QUOTA_RIG.into()
+}
+
+fn quota_rigs() -> Vec<String> {
+    vec![quota_rig()]
+}
+
 /// What to run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
+    /// Rigs (`work`, `quota`): the judged one first; the others run the
+    /// first backend on one thread. (Records of earlier rounds had only the
+    /// quota rig.)
+    #[serde(default = "quota_rigs")]
+    pub rigs: Vec<String>,
     /// Backends, the judged one (epoll) first.
     pub backends: Vec<String>,
     /// Worker thread counts, run on the first backend (the others run one).
@@ -43,9 +73,28 @@ pub struct Plan {
     pub timeout_s: f64,
 }
 
+/// The outcomes of the requests due after the warm-up (the first quarter of
+/// the schedule, as for goodput).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct SteadyPoint {
+    /// 2xx replies.
+    pub served: u64,
+    /// p99 of their latency from the intended start, ms.
+    pub p99_ms: f64,
+    /// Clients refused.
+    pub refused: u64,
+    /// Of those, within [`FAST_REFUSAL_MS`].
+    pub refused_fast: u64,
+    /// Clients that timed out.
+    pub timed_out: u64,
+}
+
 /// One measured point.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Point {
+    /// The rig ([`WORK_RIG`] or [`QUOTA_RIG`]).
+    #[serde(default = "quota_rig")]
+    pub rig: String,
     /// `--overload` name.
     pub policy: String,
     /// Backend name.
@@ -98,8 +147,27 @@ pub struct Point {
     pub server_served_late: u64,
     /// Server: responses sent.
     pub server_responses: u64,
-    /// Whether every server thread ran on the CPU budget.
+    /// Whether every server thread ran on the CPU budget (quota rig) or
+    /// was pinned to its CPU (work rig).
     pub server_budget: bool,
+    /// The same outcomes after the warm-up (absent in records of earlier
+    /// rounds).
+    #[serde(default)]
+    pub steady: Option<SteadyPoint>,
+}
+
+impl Point {
+    /// The outcomes after the warm-up where measured, else the whole run's:
+    /// (served, p99 ms, refused, refused fast, timed out).
+    pub fn settled(&self) -> SteadyPoint {
+        self.steady.unwrap_or(SteadyPoint {
+            served: self.served,
+            p99_ms: self.p99_ms,
+            refused: self.refused,
+            refused_fast: self.refused_fast,
+            timed_out: self.timed_out,
+        })
+    }
 }
 
 /// The sweep.
@@ -107,8 +175,12 @@ pub struct Point {
 pub struct Records {
     /// The plan run.
     pub plan: Plan,
-    /// Closed-loop capacity per (backend, threads), replies/s.
+    /// Closed-loop capacity per (backend, threads), replies/s, on the first
+    /// rig.
     pub probes: Vec<(String, usize, f64)>,
+    /// The same for the other rigs: (rig, backend, threads, replies/s).
+    #[serde(default)]
+    pub rig_probes: Vec<(String, String, usize, f64)>,
     /// Offered rates were capped here by the descriptor limit.
     pub rate_cap: f64,
     /// Why the CPU budget was not applied, where it was not.
@@ -145,10 +217,12 @@ pub fn plan(size: RunSize) -> Plan {
             1.0,
         ),
     );
+    let rigs: &[&str] = size.pick(&[WORK_RIG], &[WORK_RIG], &[WORK_RIG, QUOTA_RIG]);
     Plan {
+        rigs: rigs.iter().map(|s| s.to_string()).collect(),
         backends: backends.iter().map(|s| s.to_string()).collect(),
         threads: threads.to_vec(),
-        policies: ["none", "seed001", "gate", "codel", "backlog64"]
+        policies: ["none", "seed001", "gate", "codel", "pulse", "backlog64"]
             .map(String::from)
             .to_vec(),
         multiples: multiples.to_vec(),
@@ -167,14 +241,16 @@ pub fn policy(name: &str) -> io::Result<OverloadPolicy> {
         "seed001" => OverloadPolicy::Seed001,
         "gate" => OverloadPolicy::Gate,
         "codel" => OverloadPolicy::Codel,
+        "pulse" => OverloadPolicy::Pulse,
         "backlog64" => OverloadPolicy::None,
         _ => return Err(io::Error::other(format!("unknown policy {name}"))),
     })
 }
 
-/// The server a point runs: `threads` workers (own sockets), the policy, and
-/// the client's timeout as both the deadline and the late bound.
+/// The server a point runs on `rig`: `threads` workers (own sockets), the
+/// policy, and the client's timeout as both the deadline and the late bound.
 pub fn server_config(
+    rig: &str,
     kind: BackendKind,
     threads: usize,
     name: &str,
@@ -197,38 +273,63 @@ pub fn server_config(
             ..OverloadConfig::default()
         },
         grace: Duration::from_millis(100),
+        work: if rig == WORK_RIG {
+            WORK
+        } else {
+            Duration::ZERO
+        },
         ..crate::rig::in_process::one_thread(kind, REPLY_SIZE)
     })
 }
 
-/// Starts a server and puts each of its threads on the CPU budget; the error
-/// says why the budget could not be set, if it could not.
-fn start(cfg: &ServeConfig) -> io::Result<(ServerHandle, Option<String>)> {
+/// Starts a server and places its threads for `rig`: on the CPU budget
+/// (quota), or on CPUs apart from the client's (work). The error says why
+/// that could not be done, if it could not.
+fn start(rig: &str, cfg: &ServeConfig) -> io::Result<(ServerHandle, Option<String>)> {
     let server = ServerHandle::start(cfg)?;
     let mut refused = None;
+    let cpus = crate::placement::server_cpus(cfg.threads);
     for i in 0..cfg.threads {
         let name = format!("evq-serve-{i}");
-        match crate::procinfo::thread_named(&name, Duration::from_secs(1)) {
-            None => refused = Some(format!("no single {name} thread found")),
-            Some(tid) => {
-                if let Err(e) =
-                    crate::resources::limit_thread_cpu(tid, BUDGET_RUNTIME, BUDGET_PERIOD)
-                {
-                    refused = Some(format!("SCHED_DEADLINE refused: {e}"));
+        let Some(tid) = crate::procinfo::thread_named(&name, Duration::from_secs(1)) else {
+            refused = Some(format!("no single {name} thread found"));
+            continue;
+        };
+        if rig == WORK_RIG {
+            match &cpus {
+                Some(cpus) if !cpus.is_empty() => {
+                    if let Err(e) = crate::placement::pin_thread(tid, cpus[i % cpus.len()]) {
+                        refused = Some(format!("sched_setaffinity refused: {e}"));
+                    }
                 }
+                _ => refused = Some("fewer than two CPUs: server and client not apart".into()),
             }
+        } else if let Err(e) =
+            crate::resources::limit_thread_cpu(tid, BUDGET_RUNTIME, BUDGET_PERIOD)
+        {
+            refused = Some(format!("SCHED_DEADLINE refused: {e}"));
         }
     }
     Ok((server, refused))
 }
 
+/// Runs one load against a started server, the client on its own CPU.
+fn load(cfg: &LoadConfig) -> io::Result<LoadReport> {
+    let _pin = crate::placement::pin_this_thread_as_client();
+    run_load(cfg)
+}
+
 fn probe(
+    rig: &str,
     kind: BackendKind,
     threads: usize,
     plan: &Plan,
     refusals: &mut Vec<String>,
 ) -> io::Result<f64> {
-    let (server, refused) = start(&server_config(kind, threads, "none", plan.timeout_s)?)?;
+    let (server, refused) = start(
+        rig,
+        &server_config(rig, kind, threads, "none", plan.timeout_s)?,
+    )?;
     refusals.extend(refused);
     let mut load = LoadConfig::closed(
         "127.0.0.1",
@@ -239,27 +340,36 @@ fn probe(
     load.num_calls = 1;
     load.hog = true;
     load.timeout = Some(Duration::from_secs(2));
-    let report = run_load(&load);
+    let report = self::load(&load);
     server.request_stop();
     server.wait()?;
     Ok(report?.reply_rate_avg)
 }
 
-/// Probes capacity, then runs every (backend, threads, policy) at every
+/// Probes capacity, then runs every (rig, backend, threads, policy) at every
 /// multiple; the series rotate from point to point so a slow phase of the
 /// shared machine falls on all of them.
 pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let fd_limit = crate::resources::raise_nofile()? as f64;
-    let mut shapes: Vec<(BackendKind, usize)> = Vec::new();
-    for (i, name) in plan.backends.iter().enumerate() {
-        let Ok(kind) = name.parse::<BackendKind>() else {
-            continue;
-        };
-        if kind.available().is_err() {
-            continue;
+    let mut shapes: Vec<(&str, BackendKind, usize)> = Vec::new();
+    for (r, rig) in plan.rigs.iter().enumerate() {
+        if rig != WORK_RIG && rig != QUOTA_RIG {
+            return Err(io::Error::other(format!("unknown rig {rig}")));
         }
-        let threads: &[usize] = if i == 0 { &plan.threads } else { &[1] };
-        shapes.extend(threads.iter().map(|&t| (kind, t)));
+        for (i, name) in plan.backends.iter().enumerate() {
+            let Ok(kind) = name.parse::<BackendKind>() else {
+                continue;
+            };
+            if kind.available().is_err() || (r > 0 && i > 0) {
+                continue;
+            }
+            let threads: &[usize] = if i == 0 && r == 0 {
+                &plan.threads
+            } else {
+                &[1]
+            };
+            shapes.extend(threads.iter().map(|&t| (rig.as_str(), kind, t)));
+        }
     }
     if shapes.is_empty() {
         return Err(io::Error::new(
@@ -277,19 +387,27 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let rate_cap = 0.75 * fd_limit / (2.0 * plan.timeout_s);
     let mut refusals = Vec::new();
     let mut probes = Vec::new();
+    let mut rig_probes = Vec::new();
     let mut points = Vec::new();
-    for &(kind, threads) in &shapes {
-        ctx.step(&format!("overload: capacity probe, {kind} × {threads}"));
-        let capacity = probe(kind, threads, &plan, &mut refusals)?;
-        probes.push((kind.name().to_string(), threads, capacity));
+    for &(rig, kind, threads) in &shapes {
+        ctx.step(&format!(
+            "overload: capacity probe, {rig} rig, {kind} × {threads}"
+        ));
+        let capacity = probe(rig, kind, threads, &plan, &mut refusals)?;
+        if rig == plan.rigs[0] {
+            probes.push((kind.name().to_string(), threads, capacity));
+        } else {
+            rig_probes.push((rig.to_string(), kind.name().to_string(), threads, capacity));
+        }
         for (step, &m) in plan.multiples.iter().enumerate() {
             for i in 0..policies.len() {
                 let p = policies[(i + step) % policies.len()].as_str();
                 let rate = (m * capacity).round().clamp(1.0, rate_cap.floor());
                 ctx.step(&format!(
-                    "overload: {kind} × {threads}, {p} at {rate:.0}/s ({m}×)"
+                    "overload: {rig} rig, {kind} × {threads}, {p} at {rate:.0}/s ({m}×)"
                 ));
-                points.push(run(kind, threads, p, m, rate, &plan, &mut refusals)?);
+                let shape = Shape { rig, kind, threads };
+                points.push(run(shape, p, m, rate, &plan, &mut refusals)?);
             }
         }
     }
@@ -297,29 +415,36 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     Ok(Records {
         plan,
         probes,
+        rig_probes,
         rate_cap,
         refusals,
         points,
     })
 }
 
-/// Capacity of each (backend, threads) = the peak goodput of its `none` sweep;
-/// every point's offered rate and goodput as multiples of it.
+/// What a series runs on.
+#[derive(Clone, Copy)]
+struct Shape<'a> {
+    rig: &'a str,
+    kind: BackendKind,
+    threads: usize,
+}
+
+/// Capacity of each (rig, backend, threads) = the peak goodput of its `none`
+/// sweep; every point's offered rate and goodput as multiples of it.
 pub fn fill_ratios(points: &mut [Point]) {
-    let keys: Vec<(String, usize)> = points
+    let keys: Vec<(String, String, usize)> = points
         .iter()
-        .map(|p| (p.backend.clone(), p.threads))
+        .map(|p| (p.rig.clone(), p.backend.clone(), p.threads))
         .collect();
-    for (backend, threads) in keys {
+    for (rig, backend, threads) in keys {
+        let same = |p: &Point| p.rig == rig && p.backend == backend && p.threads == threads;
         let cap = points
             .iter()
-            .filter(|p| p.backend == backend && p.threads == threads && p.policy == "none")
+            .filter(|p| same(p) && p.policy == "none")
             .map(|p| p.goodput_per_s)
             .fold(0.0, f64::max);
-        for p in points
-            .iter_mut()
-            .filter(|p| p.backend == backend && p.threads == threads)
-        {
+        for p in points.iter_mut().filter(|p| same(p)) {
             if cap > 0.0 {
                 p.offered_over_capacity = p.offered_per_s / cap;
                 p.goodput_over_capacity = p.goodput_per_s / cap;
@@ -353,15 +478,18 @@ pub fn goodput(r: &LoadReport, window_s: f64) -> f64 {
 }
 
 fn run(
-    kind: BackendKind,
-    threads: usize,
+    shape: Shape,
     policy: &str,
     multiple: f64,
     rate: f64,
     plan: &Plan,
     refusals: &mut Vec<String>,
 ) -> io::Result<Point> {
-    let (server, refused) = start(&server_config(kind, threads, policy, plan.timeout_s)?)?;
+    let Shape { rig, kind, threads } = shape;
+    let (server, refused) = start(
+        rig,
+        &server_config(rig, kind, threads, policy, plan.timeout_s)?,
+    )?;
     let server_budget = refused.is_none();
     refusals.extend(refused);
     let conns = (rate * plan.window_s).round().max(1.0) as u64;
@@ -370,12 +498,21 @@ fn run(
     load.hog = true;
     load.timeout = Some(Duration::from_secs_f64(plan.timeout_s));
     load.fast_refusal = Duration::from_secs_f64(FAST_REFUSAL_MS / 1000.0);
-    let report = run_load(&load);
+    load.warm_up = Some(Duration::from_secs_f64(plan.window_s / 4.0));
+    let report = self::load(&load);
     server.request_stop();
     let stats = server.wait()?;
     let r: LoadReport = report?;
     let o = &r.outcomes;
     Ok(Point {
+        rig: rig.into(),
+        steady: r.steady.map(|s| SteadyPoint {
+            served: s.outcomes.served,
+            p99_ms: s.served_ms.p99,
+            refused: s.outcomes.refused,
+            refused_fast: s.outcomes.refused_fast,
+            timed_out: s.outcomes.timed_out,
+        }),
         policy: policy.into(),
         backend: kind.name().into(),
         threads,

@@ -3,11 +3,16 @@
 use super::judge::{keeps_up, JUDGED};
 use super::measure::{
     Point, Records, BUDGET_PERIOD, BUDGET_RUNTIME, FAST_REFUSAL_MS, PROBE_CONNECTIONS, REPLY_SIZE,
+    WORK, WORK_RIG,
 };
 use crate::plot::{Chart, Figure, Series};
 
 fn label(p: &Point) -> String {
-    format!("{} {}×{}", p.policy, p.backend, p.threads)
+    if p.rig == WORK_RIG {
+        format!("{} {}×{}", p.policy, p.backend, p.threads)
+    } else {
+        format!("{} {}×{} ({} rig)", p.policy, p.backend, p.threads, p.rig)
+    }
 }
 
 /// One series per (policy, backend, threads), x = offered over capacity.
@@ -75,16 +80,34 @@ pub fn figures(r: &Records) -> Vec<Figure> {
 /// Method notes.
 pub fn notes(r: &Records) -> Vec<String> {
     let pl = &r.plan;
-    let mut notes = vec![format!(
-        "Overload: `evq serve` in this process, {REPLY_SIZE} B fixed reply, one listening socket per thread (`--accept reuseport`), each worker thread on a CPU budget of {} µs per {} µs (SCHED_DEADLINE) so that one `evq load` thread can offer it {:?} × its capacity. Capacity probe: {:.1} s closed loop of {PROBE_CONNECTIONS} connections per (backend, threads): {}. Each point: a fresh server, an open loop of one request per connection for {} s, client timeout {} s (also the servers' `--deadline` and `--late-after` for every policy but none), refusals within {FAST_REFUSAL_MS} ms count as fast. Capacity for the ratios = the peak goodput of the `none` sweep of the same (backend, threads) in this run. Policies are rotated from point to point. One run per point.",
-        BUDGET_RUNTIME.as_micros(),
-        BUDGET_PERIOD.as_micros(),
+    let probes = |rig: &str| {
+        let mut all: Vec<String> = Vec::new();
+        if pl.rigs.first().map(String::as_str) == Some(rig) {
+            all.extend(r.probes.iter().map(|(b, t, c)| format!("{b}×{t} {c:.0}/s")));
+        }
+        all.extend(
+            r.rig_probes
+                .iter()
+                .filter(|(g, ..)| g == rig)
+                .map(|(_, b, t, c)| format!("{b}×{t} {c:.0}/s")),
+        );
+        all.join(", ")
+    };
+    let mut notes = Vec::new();
+    for rig in &pl.rigs {
+        let how = if rig == WORK_RIG {
+            format!("every request costs {} µs of CPU (`--work-us {}`, an application's work, {REPLY_SIZE} B reply), the server's threads run on CPUs apart from the load client's (on two CPUs, all of them share one) — a server busy all the time it is overloaded; the claims are judged on this rig", WORK.as_micros(), WORK.as_micros())
+        } else {
+            format!("a {REPLY_SIZE} B static reply, each worker thread on a CPU budget of {} µs per {} µs (SCHED_DEADLINE; the rig of earlier rounds). The kernel enforces the budget at its tick (4 ms at HZ=250), so the server runs in bursts and then stands still for tens of milliseconds while connections queue with the listener open — a container throttled by its CPU quota; `pulse` refuses free only while it is not listening, so there it falls back to resetting the queue as `gate` does", BUDGET_RUNTIME.as_micros(), BUDGET_PERIOD.as_micros())
+        };
+        notes.push(format!("{rig} rig: {how}. Capacity probe: {:.1} s closed loop of {PROBE_CONNECTIONS} connections: {}.", pl.probe_s, probes(rig)));
+    }
+    notes.push(format!(
+        "Overload: `evq serve` in this process, one listening socket per thread (`--accept reuseport`), so that one `evq load` thread can offer it {:?} × its capacity. Each point: a fresh server, an open loop of one request per connection for {} s, client timeout {} s (also the servers' `--deadline` and `--late-after` for every policy but none), refusals within {FAST_REFUSAL_MS} ms count as fast. Goodput counts the schedule's last three quarters; the p99 and fast-refusal claims count the requests due in them (the first quarter is the overload's onset). Capacity for the ratios = the peak goodput of the `none` sweep of the same (rig, backend, threads) in this run. Policies are rotated from point to point. One run per point.",
         pl.multiples,
-        pl.probe_s,
-        r.probes.iter().map(|(b, t, c)| format!("{b}×{t} {c:.0}/s")).collect::<Vec<_>>().join(", "),
         pl.window_s,
         pl.timeout_s
-    )];
+    ));
     let behind: Vec<String> = r
         .points
         .iter()
@@ -107,7 +130,7 @@ pub fn notes(r: &Records) -> Vec<String> {
     refusals.dedup();
     if !refusals.is_empty() {
         notes.push(format!(
-            "The CPU budget was not applied everywhere: {}.",
+            "The server's threads were not placed everywhere as the rig wants: {}.",
             refusals.join("; ")
         ));
     }
@@ -120,12 +143,13 @@ pub fn notes(r: &Records) -> Vec<String> {
 /// The commands that reproduce a point.
 pub fn commands(r: &Records) -> Vec<String> {
     vec![
-        "evq serve --backend B --threads T --accept reuseport --reply-size 1024 --overload none|seed001|gate|codel --deadline D --late-after D --listen 127.0.0.1:P".into(),
+        "evq serve --backend B --threads T --accept reuseport --reply-size 1024 --work-us 400 --overload none|seed001|gate|codel|pulse --deadline D --late-after D --listen 127.0.0.1:P   (work rig; quota rig: no --work-us, the threads on SCHED_DEADLINE 100 µs per 1 ms)".into(),
         format!(
-            "evq load --server 127.0.0.1 --port P --rate R --num-conns R×{} --num-calls 1 --timeout {} --fast-refusal {} --hog   (R = {:?} × the probed capacity)",
+            "evq load --server 127.0.0.1 --port P --rate R --num-conns R×{} --num-calls 1 --timeout {} --fast-refusal {} --warm-up {} --hog   (R = {:?} × the probed capacity)",
             r.plan.window_s,
             r.plan.timeout_s,
             FAST_REFUSAL_MS / 1000.0,
+            r.plan.window_s / 4.0,
             r.plan.multiples
         ),
     ]
