@@ -85,9 +85,10 @@ pub struct ServeArgs {
     /// Overload control: none, seed001 (the seed's EWMA-and-reset), gate
     /// (keep the listen queue within --queue-target, refuse the rest in the
     /// kernel), codel (reset what waited over twice --queue-target while the
-    /// queue stands) or pulse (under overload, take --queue-target of work
-    /// and stop listening while serving it: the kernel refuses the rest).
-    #[arg(long, value_enum, default_value_t = OverloadPolicy::None)]
+    /// queue stands) or pulse, the default (under overload, take
+    /// --queue-target of work and stop listening while serving it: the
+    /// kernel refuses the rest at once; below capacity it changes nothing).
+    #[arg(long, value_enum, default_value_t = OverloadPolicy::Pulse)]
     pub overload: OverloadPolicy,
     /// Queueing delay gate and codel aim for, milliseconds.
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]

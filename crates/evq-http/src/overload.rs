@@ -196,6 +196,8 @@ pub(crate) struct Admission {
     /// `pulse`, while overloaded: when the listener last opened and the
     /// connections taken since.
     open_since: Option<(Instant, u32)>,
+    /// `pulse`: the next connection judged is the first of an accept batch.
+    measure_next: bool,
 }
 
 /// What to do with a listener's readiness ([`Admission::plan_accept`]).
@@ -245,6 +247,7 @@ impl Admission {
             overloaded: false,
             last_delay_ms: 0,
             open_since: None,
+            measure_next: false,
         }
     }
 
@@ -261,23 +264,32 @@ impl Admission {
             return AcceptPlan::ALL;
         }
         self.roll(now);
-        let Ok(pending) = listen_queue_len(listen_fd) else {
-            return AcceptPlan::ALL;
-        };
+        self.measure_next = true;
         let quota = self.batch_limit();
         // Taking a batch at a time, the worker looks at the queue again
         // between batches: a flood's onset does not keep it in one accept
         // loop while the queue grows behind it.
         let chunk = AcceptPlan::All { most: quota };
         let Some((since, taken)) = self.open_since else {
-            // Not pulsing: start when the queue stands and is long, as gate
-            // would flush it.
+            // Not pulsing: start when the queue stands (the oldest connection
+            // of the last batch waited over the target) and is long, as gate
+            // would flush it — once a whole interval has measured the rate the
+            // worker serves at (a server's first moments are no evidence).
             let standing = u128::from(self.last_delay_ms) > self.cfg.queue_target.as_millis();
-            if standing && pending > quota {
+            if !standing || self.rate <= 0.0 {
+                return chunk;
+            }
+            let Ok(pending) = listen_queue_len(listen_fd) else {
+                return chunk;
+            };
+            if pending > quota {
                 return AcceptPlan::Batch {
                     take: pending.min(quota),
                 };
             }
+            return chunk;
+        };
+        let Ok(pending) = listen_queue_len(listen_fd) else {
             return chunk;
         };
         // Time per connection served: the admission rate of the last
@@ -375,30 +387,36 @@ impl Admission {
     /// A new connection: how long it waited in the queue (ms, when the policy
     /// measures it) and whether to refuse it.
     pub(crate) fn judge(&mut self, fd: RawFd) -> (Option<u32>, Option<Refusal>) {
-        if !self.cfg.measures() {
-            self.admitted += 1;
-            return (None, None);
-        }
-        let Ok(waited_ms) = queue_delay_ms(fd) else {
-            self.admitted += 1;
-            return (None, None);
+        // `pulse` without a deadline reads only the first connection of each
+        // accept batch — the oldest, which is all its standing test needs —
+        // and saves the rest a system call each.
+        let measure = self.cfg.measures()
+            && (self.cfg.policy != OverloadPolicy::Pulse
+                || self.cfg.deadline.is_some()
+                || std::mem::take(&mut self.measure_next));
+        let waited_ms = if measure {
+            queue_delay_ms(fd).ok()
+        } else {
+            None
         };
-        let waited = Duration::from_millis(u64::from(waited_ms));
-        if self.cfg.deadline.is_some_and(|d| waited > d) {
-            return (Some(waited_ms), Some(Refusal::Deadline));
-        }
-        if self.cfg.policy == OverloadPolicy::Codel {
-            self.min_delay_ms = self.min_delay_ms.min(waited_ms);
-            if self.overloaded && waited > 2 * self.cfg.queue_target {
-                return (Some(waited_ms), Some(Refusal::QueueDelay));
+        if let Some(waited_ms) = waited_ms {
+            let waited = Duration::from_millis(u64::from(waited_ms));
+            if self.cfg.deadline.is_some_and(|d| waited > d) {
+                return (Some(waited_ms), Some(Refusal::Deadline));
             }
+            if self.cfg.policy == OverloadPolicy::Codel {
+                self.min_delay_ms = self.min_delay_ms.min(waited_ms);
+                if self.overloaded && waited > 2 * self.cfg.queue_target {
+                    return (Some(waited_ms), Some(Refusal::QueueDelay));
+                }
+            }
+            self.last_delay_ms = waited_ms;
         }
         self.admitted += 1;
-        self.last_delay_ms = waited_ms;
         if let Some((_, taken)) = &mut self.open_since {
             *taken += 1;
         }
-        (Some(waited_ms), None)
+        (waited_ms, None)
     }
 
     /// Whether a connection admitted after `waited_ms` in the queue is late.
@@ -564,8 +582,12 @@ mod tests {
             most: PULSE_MIN_BATCH,
         };
         assert_eq!(a.plan_accept(l.as_raw_fd(), t0, &counters), chunk);
-        // The same queue standing: a batch of at most the limit.
+        // The same queue standing, before an interval has measured the rate
+        // the worker serves at: still no evidence of overload.
         a.last_delay_ms = 6;
+        assert_eq!(a.plan_accept(l.as_raw_fd(), t0, &counters), chunk);
+        // With a rate measured: a batch of at most the limit.
+        a.rate = 100.0;
         assert_eq!(
             a.plan_accept(l.as_raw_fd(), t0, &counters),
             AcceptPlan::Batch {
@@ -575,7 +597,6 @@ mod tests {
         // Listening again, connections arriving faster than the worker
         // admitted them (100/s over the last interval): each readiness is a
         // batch of what waits.
-        a.rate = 100.0;
         a.pulse_opened(t0);
         let before = listen_queue_len(l.as_raw_fd()).unwrap();
         assert_eq!(

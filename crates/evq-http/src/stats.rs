@@ -167,7 +167,8 @@ pub struct ServeReport {
     /// `--late-after` (their clients may have given up).
     pub served_late: u64,
     /// Admitted connections by time waited in the listen queue (measured by
-    /// every policy but `none`): `[upper bound ms, count]`, the last bound
+    /// every policy but `none`; by `pulse` without a `--deadline`, the first
+    /// of each accept batch only): `[upper bound ms, count]`, the last bound
     /// `null` for the rest.
     pub queue_delay_ms: Vec<(Option<u32>, u64)>,
     /// Connections closed at once because `--max-conns` were open.
