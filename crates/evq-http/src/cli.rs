@@ -135,6 +135,14 @@ pub struct ServeArgs {
     /// keep-alive connection makes room, or the new one is closed.
     #[arg(long, default_value_t = 100_000, value_parser = count_in(bounds::MAX_CONNS))]
     pub max_conns: usize,
+    /// Send files over 16 KiB with sendfile (zero-copy). Only for files that
+    /// are replaced by rename, never changed in place: with sendfile, a file
+    /// truncated or rewritten while it is sent changes bytes already promised
+    /// to the client (a truncation sends zeros), which nothing can detect.
+    /// Default: each chunk is read into a buffer and sent, and a file that
+    /// shrinks meanwhile ends the reply with a reset.
+    #[arg(long)]
+    pub sendfile: bool,
     /// CPU microseconds to spend on each request before replying: a stand-in
     /// for an application's work, to give the server a capacity in
     /// experiments (0..=1000000; default 0).
@@ -227,6 +235,7 @@ impl ServeArgs {
             },
             max_conns: self.max_conns,
             stats_path: self.stats_path.clone(),
+            sendfile: self.sendfile,
             work: Duration::from_micros(self.work_us),
             handle_signals: true,
             grace: duration("--grace", self.grace)?,

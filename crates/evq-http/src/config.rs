@@ -182,6 +182,13 @@ pub struct ServeConfig {
     pub max_conns: usize,
     /// Serve the counters as JSON at this path.
     pub stats_path: Option<String>,
+    /// Send files over 16 KiB with `sendfile` (zero-copy) rather than a read
+    /// into a buffer and a send. Faster for large files, but the bytes queued
+    /// in the socket are the page cache's own: a file truncated or written in
+    /// place while it is being sent changes bytes the client has been
+    /// promised (a truncation zeroes them), and no check can catch it. For
+    /// files that are only ever replaced by rename.
+    pub sendfile: bool,
     /// CPU time spent on each request before its reply: a stand-in for an
     /// application's work, so an experiment can give the server a capacity
     /// (zero: none).
@@ -267,6 +274,7 @@ impl Default for ServeConfig {
             limits: Limits::default(),
             max_conns: 100_000,
             stats_path: None,
+            sendfile: false,
             work: Duration::ZERO,
             handle_signals: false,
             grace: Duration::from_secs(5),

@@ -193,6 +193,7 @@ impl ServerHandle {
                     stats_path: cfg.stats_path.clone(),
                     work: cfg.work,
                 },
+                sendfile: cfg.sendfile,
                 fixed: match &*content {
                     Content::Fixed(b) => Some(b.clone()),
                     Content::Files(_) => None,

@@ -48,6 +48,14 @@ pub(crate) fn pread_all(fd: RawFd, buf: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Reads up to `buf.len()` bytes of `fd` at `offset` (`pread(2)`); the file's
+/// own offset does not move.
+pub(crate) fn pread(fd: RawFd, buf: &mut [u8], offset: i64) -> io::Result<usize> {
+    // SAFETY: `buf` is a live, writable buffer of the length passed; `fd` is
+    // a plain integer the kernel validates.
+    cvt_size(unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset) })
+}
+
 /// `sendfile(2)` from `file` at `*offset`, advancing it.
 pub(crate) fn sendfile(
     out: RawFd,

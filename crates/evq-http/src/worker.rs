@@ -29,6 +29,8 @@ mod reclaim;
 /// Output buffered per connection before the server stops answering pipelined
 /// requests and waits for the client to read.
 const OUT_HIGH_WATER: usize = 64 * 1024;
+/// Bytes of a file read and sent at a time when not using `sendfile`.
+const FILE_CHUNK: usize = 64 * 1024;
 /// Output buffers larger than this are freed rather than pooled.
 pub(crate) const OUT_POOLED_CAPACITY: usize = 4 * OUT_HIGH_WATER;
 
@@ -107,6 +109,10 @@ pub(crate) struct Worker {
     pub(crate) out_pool: BufferPool,
     pub(crate) site: Site,
     pub(crate) fixed: Option<Arc<[u8]>>,
+    /// Send files with `sendfile` (zero-copy; bytes queued in the socket are
+    /// the page cache's, so a file changed in place changes them) instead of
+    /// reading each chunk into the output buffer (`--sendfile`).
+    pub(crate) sendfile: bool,
     pub(crate) scratch: Scratch,
     pub(crate) date: DateCache,
     pub(crate) limiter: Option<LoadLimiter>,
@@ -780,6 +786,54 @@ impl Worker {
                         evq_os::io::close(*fd);
                         c.sending = Sending::None;
                         break;
+                    }
+                    if !self.sendfile {
+                        // The next chunk is read into the output buffer and sent
+                        // from there: the socket queues a copy, so a change to
+                        // the file later cannot alter bytes already promised
+                        // (with `sendfile` the queue holds the page cache's own
+                        // pages, which a truncation zeroes in place).
+                        let want = (*left).min(FILE_CHUNK as u64) as usize;
+                        c.out.resize(want, 0);
+                        match sys::pread(*fd, &mut c.out[..want], *offset) {
+                            // The file shrank while it was being sent: a reset,
+                            // as below.
+                            Ok(0) => {
+                                c.out.clear();
+                                let _ = evq_os::socket::set_reset_on_close(c.fd);
+                                return Flush::Failed;
+                            }
+                            Ok(n) => {
+                                c.out.truncate(n);
+                                *offset += n as i64;
+                                *left -= n as u64;
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                                c.out.clear();
+                                continue;
+                            }
+                            Err(_) => {
+                                c.out.clear();
+                                return Flush::Failed;
+                            }
+                        }
+                        let more = *left > 0;
+                        while c.out_pos < c.out.len() {
+                            match evq_os::io::send_more(c.fd, &c.out[c.out_pos..], more) {
+                                Ok(n) => {
+                                    c.out_pos += n;
+                                    counters.sent(n);
+                                }
+                                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                    return self.blocked(i)
+                                }
+                                Err(_) => return Flush::Failed,
+                            }
+                        }
+                        c.out.clear();
+                        c.out_pos = 0;
+                        continue;
                     }
                     let chunk = (*left).min(1 << 30) as usize;
                     match sys::sendfile(c.fd, *fd, offset, chunk) {

@@ -643,47 +643,78 @@ fn a_file_truncated_under_the_cache_is_served_as_it_is_now() {
 
 /// A file that shrinks while it is being sent: its head (and the length in it)
 /// went out already, so the connection ends in a reset — never in a FIN that a
-/// client reading until close would take for the end of a whole body.
+/// client reading until close would take for the end of a whole body. By
+/// default every body byte that does arrive is the file's: each chunk is read
+/// into a buffer before it is sent, so the socket holds a copy. With
+/// `--sendfile` the socket holds the page cache's own pages, which the
+/// truncation zeroes; only the reset is promised there.
 #[test]
 fn a_file_that_shrinks_while_it_is_sent_ends_in_a_reset() {
-    let root = docroot("shrink");
-    let size = 16usize << 20;
-    std::fs::write(root.join("big16.bin"), vec![9u8; size]).unwrap();
-    let mut cfg = config(None);
-    cfg.root = Some(root.clone());
-    let server = start(&cfg);
-    // A small receive buffer: at most a few MiB (the server's send buffer) can
-    // be in flight, so most of the file is still unsent when it is cut.
-    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    s.set_recv_buffer_size(64 << 10).unwrap();
-    s.connect(&server.addr().into()).unwrap();
-    let mut s: TcpStream = s.into();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /big16.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-        .unwrap();
-    let mut first = vec![0u8; 64 << 10];
-    s.read_exact(&mut first).unwrap();
-    assert!(first.starts_with(b"HTTP/1.1 200 OK"));
-    truncate(&root.join("big16.bin"), 100);
-    let mut total = first.len();
-    let mut buf = vec![0u8; 1 << 16];
-    let end = loop {
-        match s.read(&mut buf) {
-            Ok(0) => break Ok(()),
-            Ok(n) => total += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => break Err(e),
+    for sendfile in [false, true] {
+        let root = docroot(if sendfile {
+            "shrink-sendfile"
+        } else {
+            "shrink"
+        });
+        let size = 16usize << 20;
+        std::fs::write(root.join("big16.bin"), vec![9u8; size]).unwrap();
+        let mut cfg = config(None);
+        cfg.root = Some(root.clone());
+        cfg.sendfile = sendfile;
+        let server = start(&cfg);
+        // A small receive buffer: at most a few MiB (the server's send buffer)
+        // can be in flight, so most of the file is still unsent when it is cut.
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.set_recv_buffer_size(64 << 10).unwrap();
+        s.connect(&server.addr().into()).unwrap();
+        let mut s: TcpStream = s.into();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /big16.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut first = vec![0u8; 64 << 10];
+        s.read_exact(&mut first).unwrap();
+        assert!(first.starts_with(b"HTTP/1.1 200 OK"));
+        let head_end = first
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("the head in the first 64 KiB")
+            + 4;
+        truncate(&root.join("big16.bin"), 100);
+        let mut total = first.len() - head_end;
+        let mut foreign = first[head_end..].iter().filter(|&&b| b != 9).count();
+        let mut buf = vec![0u8; 1 << 16];
+        let end = loop {
+            match s.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => {
+                    total += n;
+                    foreign += buf[..n].iter().filter(|&&b| b != 9).count();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        assert!(
+            total < size,
+            "sendfile {sendfile}: {total} bytes: the whole file went out"
+        );
+        match end {
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+            Ok(()) => {
+                panic!("sendfile {sendfile}: a clean end of file after {total} of {size} bytes")
+            }
         }
-    };
-    assert!(total < size, "{total} bytes: the whole file went out");
-    match end {
-        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
-        Ok(()) => panic!("a clean end of file after {total} of {size} bytes"),
+        if !sendfile {
+            assert_eq!(
+                foreign, 0,
+                "{foreign} of {total} body bytes were not the file's"
+            );
+        }
+        // The server is unharmed.
+        assert_eq!(get(server.addr(), REQ).unwrap().status, 200);
+        server.stop();
+        let _ = std::fs::remove_dir_all(&root);
     }
-    // The server is unharmed.
-    assert_eq!(get(server.addr(), REQ).unwrap().status, 200);
-    server.stop();
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// `Connection` given twice: the lines' options combine (RFC 9110 §5.3), so a
