@@ -24,8 +24,8 @@
 //!   `close` (measured from Python, so the second includes its overhead).
 //! - `pulse`: refuses for free. A socket that is not listening has the kernel
 //!   answer each new client's SYN with a reset, in the softirq of the packet's
-//!   arrival — not in the worker's time. Once the queue stands and is longer
-//!   than `gate` allows, the worker listens in pulses: it takes what waits (at
+//!   arrival — not in the worker's time. Once the queue has stood for a
+//!   CoDel `interval` and is longer than a batch, the worker listens in pulses: it takes what waits (at
 //!   most `queue_target` of work), stops listening (`shutdown`), serves the
 //!   batch, and listens again before the batch's last [`PULSE_LEAD`]
 //!   connections, so the next arrivals are queued by the time it is done;
@@ -198,6 +198,9 @@ pub(crate) struct Admission {
     open_since: Option<(Instant, u32)>,
     /// `pulse`: the next connection judged is the first of an accept batch.
     measure_next: bool,
+    /// `pulse`: since when every batch's oldest connection waited over the
+    /// target.
+    standing_since: Option<Instant>,
 }
 
 /// What to do with a listener's readiness ([`Admission::plan_accept`]).
@@ -248,6 +251,7 @@ impl Admission {
             last_delay_ms: 0,
             open_since: None,
             measure_next: false,
+            standing_since: None,
         }
     }
 
@@ -271,12 +275,19 @@ impl Admission {
         // loop while the queue grows behind it.
         let chunk = AcceptPlan::All { most: quota };
         let Some((since, taken)) = self.open_since else {
-            // Not pulsing: start when the queue stands (the oldest connection
-            // of the last batch waited over the target) and is long, as gate
-            // would flush it — once a whole interval has measured the rate the
+            // Not pulsing: start when the queue has stood (the oldest
+            // connection of every batch waited over the target) for a whole
+            // `interval`, as CoDel asks, and is long — a burst the worker
+            // works off within the interval (a crowd connecting at once) is
+            // no overload — and once an interval has measured the rate the
             // worker serves at (a server's first moments are no evidence).
             let standing = u128::from(self.last_delay_ms) > self.cfg.queue_target.as_millis();
-            if !standing || self.rate <= 0.0 {
+            if !standing {
+                self.standing_since = None;
+                return chunk;
+            }
+            let since = *self.standing_since.get_or_insert(now);
+            if self.rate <= 0.0 || now.saturating_duration_since(since) < self.cfg.interval {
                 return chunk;
             }
             let Ok(pending) = listen_queue_len(listen_fd) else {
@@ -586,10 +597,15 @@ mod tests {
         // the worker serves at: still no evidence of overload.
         a.last_delay_ms = 6;
         assert_eq!(a.plan_accept(l.as_raw_fd(), t0, &counters), chunk);
-        // With a rate measured: a batch of at most the limit.
+        // With a rate measured, standing but not yet for an interval: a
+        // burst, perhaps.
         a.rate = 100.0;
+        assert_eq!(a.plan_accept(l.as_raw_fd(), t0, &counters), chunk);
+        // Standing for the whole interval (in which the worker admitted ten:
+        // 100/s): a batch of at most the limit.
+        a.admitted = 10;
         assert_eq!(
-            a.plan_accept(l.as_raw_fd(), t0, &counters),
+            a.plan_accept(l.as_raw_fd(), t0 + cfg.interval, &counters),
             AcceptPlan::Batch {
                 take: PULSE_MIN_BATCH
             }

@@ -186,14 +186,14 @@ fn pulse_has_the_kernel_refuse_a_flood_while_it_serves() {
     cfg.overload = overload_config(OverloadPolicy::Pulse);
     let server = start(&cfg);
     let addr = server.addr();
-    // Three clients each open 200 connections a millisecond apart: about
-    // 3,000 a second for a fifth of a second (pulse waits for one 100 ms
-    // interval to measure the rate it serves at).
+    // Three clients each open 300 connections a millisecond apart: about
+    // 3,000 a second for a third of a second (pulse waits for the queue to
+    // have stood for one 100 ms interval).
     let outcomes: Vec<Result<Option<Vec<u8>>, std::io::ErrorKind>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..3)
             .map(|_| {
                 s.spawn(move || {
-                    let streams: Vec<_> = (0..200)
+                    let streams: Vec<_> = (0..300)
                         .map(|_| {
                             std::thread::sleep(Duration::from_millis(1));
                             let mut c = TcpStream::connect(addr).map_err(|e| e.kind())?;
