@@ -201,6 +201,8 @@ pub(crate) struct Admission {
     /// `pulse`: since when every batch's oldest connection waited over the
     /// target.
     standing_since: Option<Instant>,
+    /// `pulse`: when pulses last ended.
+    pulses_ended: Option<Instant>,
 }
 
 /// What to do with a listener's readiness ([`Admission::plan_accept`]).
@@ -231,6 +233,9 @@ pub(crate) const PULSE_LEAD: usize = 2;
 /// Fewest connections a `pulse` batch may take, whatever the rate estimate
 /// says (a worker that has just started knows no rate).
 const PULSE_MIN_BATCH: u32 = 4;
+/// Intervals after pulses end in which a standing queue starts them again at
+/// once.
+const PULSE_MEMORY: u32 = 10;
 /// Fewest arrivals an open pulse counts before it may judge the arrival rate
 /// slower than the service.
 const PULSE_MIN_SAMPLE: u32 = 4;
@@ -252,6 +257,7 @@ impl Admission {
             open_since: None,
             measure_next: false,
             standing_since: None,
+            pulses_ended: None,
         }
     }
 
@@ -286,8 +292,16 @@ impl Admission {
                 self.standing_since = None;
                 return chunk;
             }
+            // Pulses that ended lately start again at once: the overload
+            // was already proven (CoDel, too, remembers its last dropping
+            // state).
             let since = *self.standing_since.get_or_insert(now);
-            if self.rate <= 0.0 || now.saturating_duration_since(since) < self.cfg.interval {
+            let recently = self.pulses_ended.is_some_and(|t| {
+                now.saturating_duration_since(t) < PULSE_MEMORY * self.cfg.interval
+            });
+            if self.rate <= 0.0
+                || (!recently && now.saturating_duration_since(since) < self.cfg.interval)
+            {
                 return chunk;
             }
             let Ok(pending) = listen_queue_len(listen_fd) else {
@@ -322,6 +336,7 @@ impl Admission {
         if arrived >= PULSE_MIN_SAMPLE && arrival_rate * service_s < 1.0 {
             // Arrivals slower than the service: the overload is over.
             self.open_since = None;
+            self.pulses_ended = Some(now);
             return chunk;
         }
         if pending > 0 {
