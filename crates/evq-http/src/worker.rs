@@ -31,8 +31,12 @@ mod reclaim;
 const OUT_HIGH_WATER: usize = 64 * 1024;
 /// Bytes of a file read and sent at a time when not using `sendfile`.
 const FILE_CHUNK: usize = 64 * 1024;
-/// Output buffers larger than this are freed rather than pooled.
-pub(crate) const OUT_POOLED_CAPACITY: usize = 4 * OUT_HIGH_WATER;
+/// Output buffers larger than this are freed rather than pooled: a reply's
+/// head and a small body fit; a file's chunks and long pipelines grow a buffer
+/// to 64 KiB and more, and the pool's floor of 32 spares would otherwise pin
+/// 2 MiB once their connections are gone (the fault table's vanished readers
+/// of a big file did).
+pub(crate) const OUT_POOLED_CAPACITY: usize = 32 * 1024;
 
 #[derive(Debug)]
 enum Sending {
