@@ -750,16 +750,10 @@ impl Worker {
         let counters = &self.shared.counters[self.id];
         let c = &mut self.conns[i];
         let more = !matches!(c.sending, Sending::None);
-        while c.out_pos < c.out.len() {
-            match evq_os::io::send_more(c.fd, &c.out[c.out_pos..], more) {
-                Ok(n) => {
-                    c.out_pos += n;
-                    counters.sent(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.blocked(i),
-                Err(_) => return Flush::Failed,
-            }
+        match send_buffered(c, counters, more) {
+            Flush::Done => {}
+            Flush::Blocked => return self.blocked(i),
+            Flush::Failed => return Flush::Failed,
         }
         c.out.clear();
         c.out_pos = 0;
@@ -822,18 +816,10 @@ impl Worker {
                             }
                         }
                         let more = *left > 0;
-                        while c.out_pos < c.out.len() {
-                            match evq_os::io::send_more(c.fd, &c.out[c.out_pos..], more) {
-                                Ok(n) => {
-                                    c.out_pos += n;
-                                    counters.sent(n);
-                                }
-                                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                                    return self.blocked(i)
-                                }
-                                Err(_) => return Flush::Failed,
-                            }
+                        match send_buffered(c, counters, more) {
+                            Flush::Done => {}
+                            Flush::Blocked => return self.blocked(i),
+                            Flush::Failed => return Flush::Failed,
                         }
                         c.out.clear();
                         c.out_pos = 0;
@@ -871,4 +857,22 @@ impl Worker {
         self.set_deadline(i, d);
         Flush::Blocked
     }
+}
+
+/// Sends what the connection's output buffer holds from `out_pos` on (`more`:
+/// a body follows, so the kernel may wait to fill a segment). `Blocked` with
+/// the rest kept when the socket is full.
+fn send_buffered(c: &mut Conn, counters: &WorkerCounters, more: bool) -> Flush {
+    while c.out_pos < c.out.len() {
+        match evq_os::io::send_more(c.fd, &c.out[c.out_pos..], more) {
+            Ok(n) => {
+                c.out_pos += n;
+                counters.sent(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flush::Blocked,
+            Err(_) => return Flush::Failed,
+        }
+    }
+    Flush::Done
 }
