@@ -755,8 +755,6 @@ impl Worker {
             Flush::Blocked => return self.blocked(i),
             Flush::Failed => return Flush::Failed,
         }
-        c.out.clear();
-        c.out_pos = 0;
         loop {
             match &mut c.sending {
                 Sending::None => break,
@@ -821,8 +819,6 @@ impl Worker {
                             Flush::Blocked => return self.blocked(i),
                             Flush::Failed => return Flush::Failed,
                         }
-                        c.out.clear();
-                        c.out_pos = 0;
                         continue;
                     }
                     let chunk = (*left).min(1 << 30) as usize;
@@ -860,8 +856,8 @@ impl Worker {
 }
 
 /// Sends what the connection's output buffer holds from `out_pos` on (`more`:
-/// a body follows, so the kernel may wait to fill a segment). `Blocked` with
-/// the rest kept when the socket is full.
+/// a body follows, so the kernel may wait to fill a segment), then empties
+/// it. `Blocked` with the rest kept when the socket is full.
 fn send_buffered(c: &mut Conn, counters: &WorkerCounters, more: bool) -> Flush {
     while c.out_pos < c.out.len() {
         match evq_os::io::send_more(c.fd, &c.out[c.out_pos..], more) {
@@ -874,5 +870,7 @@ fn send_buffered(c: &mut Conn, counters: &WorkerCounters, more: bool) -> Flush {
             Err(_) => return Flush::Failed,
         }
     }
+    c.out.clear();
+    c.out_pos = 0;
     Flush::Done
 }
