@@ -53,6 +53,50 @@ fn stats_path(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Overload control's flags, the same for `evq serve` and `evq proxy`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct OverloadArgs {
+    /// Overload control: none, seed001 (the seed's EWMA-and-reset), gate
+    /// (keep the listen queue within --queue-target, refuse the rest in the
+    /// kernel), codel (reset what waited over twice --queue-target while the
+    /// queue stands) or pulse, the default (under overload, take
+    /// --queue-target of work and stop listening while serving it: the
+    /// kernel refuses the rest at once; below capacity it changes nothing).
+    #[arg(long, value_enum, default_value_t = OverloadPolicy::Pulse)]
+    pub overload: OverloadPolicy,
+    /// Queueing delay gate, codel and pulse aim for, milliseconds.
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
+    pub queue_target: f64,
+    /// CoDel's interval, milliseconds.
+    #[arg(long, default_value_t = 100.0, allow_negative_numbers = true)]
+    pub codel_interval: f64,
+    /// Reset connections that waited longer than this in the listen queue,
+    /// seconds (their clients have given up); with any policy but none.
+    #[arg(long, allow_negative_numbers = true)]
+    pub deadline: Option<f64>,
+    /// Connections admitted after waiting longer than this count as served
+    /// late, seconds.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub late_after: f64,
+}
+
+impl OverloadArgs {
+    /// The config these flags describe, with `policy` in place of the flag's
+    /// (as `--shed` asks).
+    fn to_config(&self, policy: OverloadPolicy) -> io::Result<OverloadConfig> {
+        Ok(OverloadConfig {
+            policy,
+            queue_target: checked_millis(self.queue_target, "queue-target")?,
+            interval: checked_millis(self.codel_interval, "codel-interval")?,
+            deadline: self
+                .deadline
+                .map(|d| checked_secs(d, "deadline"))
+                .transpose()?,
+            late_after: checked_secs(self.late_after, "late-after")?,
+        })
+    }
+}
+
 /// `evq serve`'s flags. Every number has a range ([`crate::bounds`]); a value
 /// outside it stops the command before it starts, with a message naming the
 /// flag and the range.
@@ -82,28 +126,9 @@ pub struct ServeArgs {
     /// serve larger bodies from a file with --root).
     #[arg(long, default_value_t = 1024, value_parser = count_in(bounds::REPLY_SIZE))]
     pub reply_size: usize,
-    /// Overload control: none, seed001 (the seed's EWMA-and-reset), gate
-    /// (keep the listen queue within --queue-target, refuse the rest in the
-    /// kernel), codel (reset what waited over twice --queue-target while the
-    /// queue stands) or pulse, the default (under overload, take
-    /// --queue-target of work and stop listening while serving it: the
-    /// kernel refuses the rest at once; below capacity it changes nothing).
-    #[arg(long, value_enum, default_value_t = OverloadPolicy::Pulse)]
-    pub overload: OverloadPolicy,
-    /// Queueing delay gate and codel aim for, milliseconds.
-    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
-    pub queue_target: f64,
-    /// CoDel's interval, milliseconds.
-    #[arg(long, default_value_t = 100.0, allow_negative_numbers = true)]
-    pub codel_interval: f64,
-    /// Reset connections that waited longer than this in the listen queue,
-    /// seconds (their clients have given up); with any policy but none.
-    #[arg(long, allow_negative_numbers = true)]
-    pub deadline: Option<f64>,
-    /// Connections admitted after waiting longer than this count as served
-    /// late, seconds.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub late_after: f64,
+    /// Overload control.
+    #[command(flatten)]
+    pub overload: OverloadArgs,
     /// Same as --overload seed001 (seed 001's load limiting).
     #[arg(long)]
     pub shed: bool,
@@ -198,7 +223,7 @@ impl ServeArgs {
             backend: backend(&self.backend)?,
             threads: self.threads,
             accept: self.accept.unwrap_or(
-                if self.overload.needs_own_socket() && self.threads > 1 {
+                if self.overload.overload.needs_own_socket() && self.threads > 1 {
                     AcceptMode::Reuseport
                 } else {
                     AcceptMode::Exclusive
@@ -212,20 +237,11 @@ impl ServeArgs {
                 threshold: self.shed_threshold,
                 max_events: self.shed_max_events,
             }),
-            overload: OverloadConfig {
-                policy: if self.shed {
-                    OverloadPolicy::Seed001
-                } else {
-                    self.overload
-                },
-                queue_target: checked_millis(self.queue_target, "queue-target")?,
-                interval: checked_millis(self.codel_interval, "codel-interval")?,
-                deadline: self
-                    .deadline
-                    .map(|d| checked_secs(d, "deadline"))
-                    .transpose()?,
-                late_after: checked_secs(self.late_after, "late-after")?,
-            },
+            overload: self.overload.to_config(if self.shed {
+                OverloadPolicy::Seed001
+            } else {
+                self.overload.overload
+            })?,
             max_events: self.max_events,
             header_timeout: duration("--header-timeout", self.header_timeout)?,
             idle_timeout: duration("--idle-timeout", self.idle_timeout)?,
@@ -296,6 +312,15 @@ pub struct ProxyArgs {
     /// (0..=3600).
     #[arg(long, default_value_t = 5.0, value_parser = number_in(bounds::GRACE_SECS))]
     pub grace: f64,
+    /// Overload control of new clients, as `evq serve`'s (seed001 with the
+    /// seed's numbers).
+    #[command(flatten)]
+    pub overload: OverloadArgs,
+    /// CPU microseconds to spend on each request before relaying it: a
+    /// stand-in for a proxy's own work, to give it a capacity in experiments
+    /// (0..=1000000; default 0).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub work_us: u64,
     /// Print the counters as JSON at exit instead of text.
     #[arg(long)]
     pub json: bool,
@@ -321,6 +346,9 @@ impl ProxyArgs {
             },
             handle_signals: true,
             grace: duration("--grace", self.grace)?,
+            overload: self.overload.to_config(self.overload.overload)?,
+            backlog: 4096,
+            work: Duration::from_micros(self.work_us),
         };
         cfg.validate()?;
         Ok(cfg)

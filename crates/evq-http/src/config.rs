@@ -230,18 +230,24 @@ impl ServeConfig {
             self.file_cache_valid,
             &bounds::FILE_CACHE_VALID_SECS,
         )?;
-        if self.backlog < 1 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("backlog is {}, not at least 1", self.backlog),
-            ));
-        }
+        check_backlog(self.backlog)?;
         if let Some(p) = &self.stats_path {
             check_stats_path(p)?;
         }
         check("work (µs)", self.work.as_micros() as u64, &bounds::WORK_US)?;
         Ok(())
     }
+}
+
+/// A listen backlog is at least 1 (the kernel caps it at `somaxconn`).
+fn check_backlog(backlog: i32) -> io::Result<()> {
+    if backlog < 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("backlog is {backlog}, not at least 1"),
+        ));
+    }
+    Ok(())
 }
 
 /// A stats path is a request target's path: it starts with `/`.
@@ -308,6 +314,15 @@ pub struct ProxyConfig {
     pub handle_signals: bool,
     /// How long a graceful stop lets exchanges in flight finish.
     pub grace: Duration,
+    /// Overload control of new clients (`overload.rs`), as `evq serve`'s.
+    /// `Seed001` uses [`ShedConfig::default`]'s numbers.
+    pub overload: OverloadConfig,
+    /// The listening socket's backlog.
+    pub backlog: i32,
+    /// CPU time spent on each request before it is relayed: a stand-in for
+    /// a proxy's own work (TLS, authentication, rewriting), so an experiment
+    /// can give the proxy a capacity (zero: none).
+    pub work: Duration,
 }
 
 impl ProxyConfig {
@@ -321,7 +336,10 @@ impl ProxyConfig {
         check("pool_size", self.pool_size, &bounds::POOL_SIZE)?;
         check("limits.max_head", self.limits.max_head, &bounds::MAX_HEAD)?;
         check("limits.max_uri", self.limits.max_uri, &bounds::MAX_URI)?;
-        check_secs("grace", self.grace, &bounds::GRACE_SECS)
+        check_secs("grace", self.grace, &bounds::GRACE_SECS)?;
+        check_backlog(self.backlog)?;
+        check("work (µs)", self.work.as_micros() as u64, &bounds::WORK_US)?;
+        self.overload.validate()
     }
 }
 
@@ -338,6 +356,9 @@ impl Default for ProxyConfig {
             limits: Limits::default(),
             handle_signals: false,
             grace: Duration::from_secs(5),
+            overload: OverloadConfig::default(),
+            backlog: 1024,
+            work: Duration::ZERO,
         }
     }
 }

@@ -35,6 +35,7 @@ mod completion_server;
 mod config;
 pub mod date;
 mod files;
+mod intake;
 mod intermediary;
 mod linger;
 mod listener;
@@ -49,11 +50,11 @@ mod token;
 mod worker;
 
 #[cfg(feature = "cli")]
-pub use cli::{run_proxy, run_serve, ProxyArgs, ServeArgs};
+pub use cli::{run_proxy, run_serve, OverloadArgs, ProxyArgs, ServeArgs};
 pub use completion_server::{serve_completion, CompletionServeReport, IoModel};
 pub use config::{bounds, AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
 pub use overload::{OverloadConfig, OverloadPolicy};
 pub use proxy::{proxy, ProxyHandle};
 pub use server::{serve, ServerHandle};
-pub use stats::{ProxyReport, Refused, ServeReport, QUEUE_DELAY_BOUNDS_MS};
+pub use stats::{OverloadCounts, ProxyReport, Refused, ServeReport, QUEUE_DELAY_BOUNDS_MS};
 pub use sys::resident_bytes;

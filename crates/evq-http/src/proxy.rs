@@ -39,6 +39,7 @@ impl ProxyHandle {
     /// Bind/listen errors or an unavailable backend.
     pub fn start(cfg: &ProxyConfig) -> io::Result<ProxyHandle> {
         evq_os::ignore_sigpipe();
+        cfg.validate()?;
         let kind = match cfg.backend {
             Some(k) => {
                 k.available()?;
@@ -47,7 +48,7 @@ impl ProxyHandle {
             None => BackendKind::from_env_or_best()?,
         };
         let opts = ListenOptions {
-            backlog: 1024,
+            backlog: cfg.backlog,
             ..ListenOptions::default()
         };
         let listener = evq_os::listen(cfg.listen, opts)?;

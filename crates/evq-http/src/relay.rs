@@ -5,14 +5,18 @@
 use crate::buffers::BufferPool;
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
+use crate::intake::{self, Intake, Parts};
 use crate::intermediary::{forward_request, forward_response, Persistence};
 use crate::linger::{self, Drained};
-use crate::listener::{Listener, Next};
-use crate::request::write_error;
-use crate::stats::ProxyReport;
+use crate::listener::Listener;
+use crate::overload::{Admission, OverloadPolicy};
+use crate::request::{spend_cpu, write_error};
+use crate::stats::{ProxyReport, ServeReport, WorkerCounters};
 use crate::sys::{self, later};
 use crate::token::{decode, next_generation, token, Kind};
-use evq::{BackendKind, EventQueue, Events, Interest, Mode, Notifier, Options, TimerId};
+use evq::{
+    BackendKind, EventQueue, Events, Interest, LoadLimiter, Mode, Notifier, Options, TimerId,
+};
 use evq_os::StopPipe;
 use evq_wire::{
     has_token, parse_response_head, BodyHeaders, Framing, Strictness, MAX_RESPONSE_HEADERS,
@@ -161,6 +165,16 @@ pub(crate) struct Relay {
     /// A graceful stop began: no new clients, every response says close, and
     /// the loop ends when no client is left or at this deadline.
     stopping: Option<Instant>,
+    /// Overload control of new clients (`overload.rs`, `intake.rs`).
+    admission: Admission,
+    /// Seed 001's limiter, with `--overload seed001`.
+    limiter: Option<LoadLimiter>,
+    /// Clients let in since the last `get_next_event` (the limiter's load).
+    round_accepts: usize,
+    /// Most events a `get_next_event` takes (seed 001 takes fewer).
+    max_events: usize,
+    /// The intake's counters: accepts, admissions, refusals, queue delays.
+    intake_counters: WorkerCounters,
 }
 
 enum Io {
@@ -202,6 +216,9 @@ impl Relay {
         };
         let mut queue = EventQueue::with_backend(kind)?;
         let fd = listener.as_raw_fd();
+        let listen_addr = evq_os::socket::local_addr(fd)?;
+        let seed001 = cfg.overload.policy == OverloadPolicy::Seed001;
+        let shed = crate::config::ShedConfig::default();
         let opts = Options::new(Listener::token()).mode(mode);
         let listener = Listener::watch(fd, Some(listener), opts, &mut queue)?;
         if let Some(pipe) = &signal {
@@ -227,6 +244,11 @@ impl Relay {
             report: ProxyReport::default(),
             stopping: None,
             mode,
+            admission: Admission::new(cfg.overload, listen_addr, cfg.backlog),
+            limiter: seed001.then(|| LoadLimiter::new(shed.gain, shed.threshold)),
+            round_accepts: 0,
+            max_events: if seed001 { shed.max_events } else { 256 },
+            intake_counters: WorkerCounters::default(),
         })
     }
 
@@ -240,6 +262,9 @@ impl Relay {
     pub(crate) fn run(mut self) -> (ProxyReport, io::Result<()>) {
         let result = self.relay();
         self.report.listener_failures = self.listener.failures();
+        let intake = ServeReport::collect("", std::slice::from_ref(&self.intake_counters));
+        self.report.accepts = intake.accepts;
+        self.report.overload = intake.overload();
         self.listener.close(&mut self.queue);
         for i in 0..self.clients.len() {
             if self.clients[i].fd >= 0 {
@@ -255,14 +280,16 @@ impl Relay {
     }
 
     fn relay(&mut self) -> io::Result<()> {
-        let mut events = Events::with_capacity(256);
+        let mut events = Events::with_capacity(self.max_events);
         loop {
             let timeout = self
                 .stopping
                 .map(|d| d.saturating_duration_since(Instant::now()));
-            self.queue.get_next_event(&mut events, timeout)?;
+            let n = self.queue.get_next_event(&mut events, timeout)?;
             self.now = Instant::now();
             self.date.refresh();
+            let mut listener_events = 0;
+            self.round_accepts = 0;
             for ev in events.iter() {
                 if ev.is_notify() {
                     continue;
@@ -279,7 +306,10 @@ impl Relay {
                             self.on_accept();
                         }
                     }
-                    Kind::Listener => self.on_accept(),
+                    Kind::Listener => {
+                        listener_events += 1;
+                        self.on_accept();
+                    }
                     // Stale events; the stop flag says what a signal meant.
                     Kind::Client | Kind::Origin | Kind::Timer | Kind::Signal => {}
                 }
@@ -287,6 +317,11 @@ impl Relay {
             // Connections closed this round freed the descriptors a pause waited for.
             if self.listener.end_round(&mut self.queue) {
                 self.on_accept();
+            }
+            // Seed 001's load, counted as the server counts it (`worker.rs`):
+            // a listener event stands for the clients it let in.
+            if let Some(l) = &mut self.limiter {
+                l.observe(n - listener_events + self.round_accepts);
             }
             let stop = self.stop.load(Ordering::Relaxed)
                 || (self.signal.is_some() && evq_os::stop_requested());
@@ -345,39 +380,7 @@ impl Relay {
     }
 
     fn on_accept(&mut self) {
-        self.listener.begin();
-        loop {
-            match self.listener.next(&mut self.queue) {
-                Next::Conn(fd) => self.admit(fd),
-                Next::Refused => {
-                    self.report.refused += 1;
-                    // Make room for the clients behind the one just shed.
-                    self.reclaim_idle(reclaim::EXHAUSTED_BATCH);
-                }
-                Next::End => return,
-            }
-        }
-    }
-
-    /// A new client connection: a slot, an idle deadline, and a first read.
-    fn admit(&mut self, fd: RawFd) {
-        self.report.accepts += 1;
-        let _ = evq_os::socket::set_nodelay(fd);
-        let i = match self.free_clients.pop() {
-            Some(i) => i,
-            None => {
-                self.clients.push(Client::closed(self.now));
-                self.clients.len() - 1
-            }
-        };
-        if self.clients[i].out.capacity() == 0 {
-            self.clients[i].out = self.out_buffers.take().unwrap_or_default();
-        }
-        let now = self.now;
-        self.clients[i].open(fd, now);
-        let d = later(self.now, self.cfg.idle_timeout);
-        self.set_deadline(i, d);
-        self.drive_client(i);
+        intake::on_accept(self, self.now);
     }
 
     fn set_deadline(&mut self, i: usize, deadline: Instant) {
@@ -560,6 +563,7 @@ impl Relay {
             }
         };
         self.report.requests += 1;
+        spend_cpu(self.cfg.work);
         // Strictly, as an intermediary must: the origin behind may frame a
         // lenient reading differently (request smuggling).
         let framed = BodyHeaders::read(req.headers, Strictness::Strict)
@@ -1091,4 +1095,51 @@ fn declare(
         queue.declare_interest(fd, want, Options::new(token).mode(mode))?;
     }
     Ok(())
+}
+
+/// The proxy's side of the intake (`intake.rs`): a client admitted gets a
+/// slot, an idle deadline and a first read.
+impl Intake for Relay {
+    fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            listener: &mut self.listener,
+            queue: &mut self.queue,
+            admission: &mut self.admission,
+            counters: &self.intake_counters,
+        }
+    }
+
+    fn shed(&mut self) -> bool {
+        let load = self.round_accepts + 1;
+        self.limiter.is_some_and(|l| l.overloaded_with(load))
+    }
+
+    fn has_room(&mut self) -> bool {
+        true
+    }
+
+    fn take(&mut self, fd: RawFd) {
+        self.round_accepts += 1;
+        let i = match self.free_clients.pop() {
+            Some(i) => i,
+            None => {
+                self.clients.push(Client::closed(self.now));
+                self.clients.len() - 1
+            }
+        };
+        if self.clients[i].out.capacity() == 0 {
+            self.clients[i].out = self.out_buffers.take().unwrap_or_default();
+        }
+        let now = self.now;
+        self.clients[i].open(fd, now);
+        let d = later(self.now, self.cfg.idle_timeout);
+        self.set_deadline(i, d);
+        self.drive_client(i);
+    }
+
+    fn out_of_descriptors(&mut self) {
+        self.report.refused += 1;
+        // Make room for the clients behind the one just shed.
+        self.reclaim_idle(reclaim::EXHAUSTED_BATCH);
+    }
 }

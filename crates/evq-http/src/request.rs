@@ -104,6 +104,19 @@ pub struct Scratch {
     files: FileCache,
 }
 
+/// Spins until this thread's CPU clock has advanced by `d` (a stand-in for
+/// an application's work; time the thread is preempted does not count).
+pub(crate) fn spend_cpu(d: std::time::Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let need = d.as_nanos() as u64;
+    let start = evq_os::thread_cpu_ns();
+    while evq_os::thread_cpu_ns().saturating_sub(start) < need {
+        std::hint::spin_loop();
+    }
+}
+
 /// Everything `handle_request` needs besides the input.
 #[derive(Debug)]
 pub struct Site {
@@ -124,14 +137,7 @@ impl Site {
     /// application's work): spins until this thread's CPU clock has advanced
     /// that much, so time the thread is preempted does not count.
     pub fn work(&self) {
-        if self.work.is_zero() {
-            return;
-        }
-        let need = self.work.as_nanos() as u64;
-        let start = evq_os::thread_cpu_ns();
-        while evq_os::thread_cpu_ns().saturating_sub(start) < need {
-            std::hint::spin_loop();
-        }
+        spend_cpu(self.work);
     }
 }
 

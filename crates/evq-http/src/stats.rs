@@ -271,6 +271,16 @@ impl ServeReport {
         r
     }
 
+    /// Overload control's counts alone.
+    pub fn overload(&self) -> OverloadCounts {
+        OverloadCounts {
+            admitted: self.admitted,
+            refused: self.refused,
+            served_late: self.served_late,
+            queue_delay_ms: self.queue_delay_ms.clone(),
+        }
+    }
+
     /// Responses with `status` so far.
     pub fn responses_with(&self, status: u16) -> u64 {
         self.responses.get(&status).copied().unwrap_or(0)
@@ -368,6 +378,22 @@ impl Refused {
     }
 }
 
+/// What overload control did with new connections (the proxy's report
+/// carries these; the server's has them among its own fields, as
+/// [`ServeReport::overload`] gives them).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct OverloadCounts {
+    /// Connections taken on.
+    pub admitted: u64,
+    /// Connections turned away, by reason.
+    pub refused: Refused,
+    /// Admitted after waiting in the listen queue longer than `late_after`.
+    pub served_late: u64,
+    /// Admitted connections by time waited in the listen queue, as
+    /// [`ServeReport::queue_delay_ms`].
+    pub queue_delay_ms: Vec<(Option<u32>, u64)>,
+}
+
 /// The proxy's counters.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct ProxyReport {
@@ -402,13 +428,15 @@ pub struct ProxyReport {
     /// Times the listening socket itself failed (`accept` said it cannot
     /// accept: shut down, closed) and accepting paused.
     pub listener_failures: u64,
+    /// Overload control of new clients.
+    pub overload: OverloadCounts,
 }
 
 impl std::fmt::Display for ProxyReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused, {} idle reclaimed, {} listener failures",
+            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused, {} idle reclaimed, {} listener failures; overload: {} admitted, refused {} (seed001 {}, queue delay {}, deadline {}, listen queue reset {}), {} pulses not listening for {:.3} s, {} served late",
             self.accepts,
             self.requests,
             self.relayed,
@@ -421,7 +449,16 @@ impl std::fmt::Display for ProxyReport {
             self.stale_pooled,
             self.refused,
             self.idle_reclaimed,
-            self.listener_failures
+            self.listener_failures,
+            self.overload.admitted,
+            self.overload.refused.total(),
+            self.overload.refused.seed001,
+            self.overload.refused.queue_delay,
+            self.overload.refused.deadline,
+            self.overload.refused.flushed,
+            self.overload.refused.pulses,
+            self.overload.refused.not_listening_us as f64 / 1e6,
+            self.overload.served_late
         )
     }
 }

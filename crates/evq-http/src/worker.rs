@@ -9,9 +9,10 @@
 
 use crate::buffers::BufferPool;
 use crate::date::DateCache;
+use crate::intake::{self, Intake, Parts};
 use crate::linger::{self, Drained};
-use crate::listener::{Listener, Next};
-use crate::overload::{self, AcceptPlan, Admission, Refusal, PULSE_LEAD};
+use crate::listener::Listener;
+use crate::overload::Admission;
 use crate::request::{handle_request, write_simple_head, Body, Outcome, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::sys::{self, later};
@@ -262,129 +263,7 @@ impl Worker {
     }
 
     fn on_accept(&mut self) {
-        let mut now = self.now;
-        loop {
-            let plan = self.admission.plan_accept(
-                self.listener.raw_fd(),
-                now,
-                &self.shared.counters[self.id],
-            );
-            let most = match plan {
-                AcceptPlan::Batch { take } => return self.accept_pulse(take as usize),
-                AcceptPlan::All { most } => most as usize,
-            };
-            self.listener.begin();
-            let mut taken = 0;
-            while taken < most {
-                match self.listener.next(&mut self.queue) {
-                    Next::Conn(fd) => {
-                        self.admit(fd);
-                        taken += 1;
-                    }
-                    Next::Refused => self.accept_refused(),
-                    Next::End => return,
-                }
-            }
-            // A chunk taken with more perhaps waiting: look at the queue
-            // again (a level-triggered listener says so by itself).
-            self.listener.end_batch(&mut self.queue);
-            if !self.listener.drains() {
-                return;
-            }
-            now = Instant::now();
-        }
-    }
-
-    fn accept_refused(&mut self) {
-        self.shared.counters[self.id].fd_exhausted();
-        // Make room for the clients behind the one just shed.
-        self.reclaim_idle(reclaim::EXHAUSTED_BATCH, true);
-    }
-
-    /// `pulse` (`overload.rs`): takes at most `take` waiting connections,
-    /// stops listening — the kernel now refuses new clients itself — serves
-    /// them, and listens again before the last [`PULSE_LEAD`] of them.
-    fn accept_pulse(&mut self, take: usize) {
-        let mut batch = Vec::with_capacity(take);
-        self.listener.begin();
-        while batch.len() < take {
-            match self.listener.next(&mut self.queue) {
-                Next::Conn(fd) => batch.push(fd),
-                Next::Refused => self.accept_refused(),
-                Next::End => break,
-            }
-        }
-        self.listener.end_batch(&mut self.queue);
-        let fd = self.listener.raw_fd();
-        let left = overload::listen_queue_len(fd).unwrap_or(0);
-        overload::stop_listening(fd);
-        let counters = &self.shared.counters[self.id];
-        counters.pulse(left);
-        let started = Instant::now();
-        let reopen_at = batch.len().saturating_sub(PULSE_LEAD);
-        for (k, conn) in batch.iter().enumerate() {
-            if k == reopen_at {
-                self.listen_again(started);
-            }
-            self.admit(*conn);
-        }
-        if batch.is_empty() {
-            self.listen_again(started);
-        }
-    }
-
-    /// `pulse`: listens again after a batch's pause that began at `stopped`.
-    fn listen_again(&mut self, stopped: Instant) {
-        let now = Instant::now();
-        self.shared.counters[self.id].listened_again(now.saturating_duration_since(stopped));
-        // A failure leaves the socket not listening: the next `accept` fails
-        // and pauses the listener as for any failed one.
-        let _ = overload::listen_again(
-            self.listener.raw_fd(),
-            self.admission.listen_addr,
-            self.admission.backlog,
-        );
-        self.admission.pulse_opened(now);
-    }
-
-    /// A new connection: reset under overload (seed 001), refused over the
-    /// connection limit, else added and served at once.
-    fn admit(&mut self, fd: RawFd) {
-        let counters = &self.shared.counters[self.id];
-        counters.accept();
-        // Connections let in earlier in this round count too, or a burst taken
-        // in one accept batch would all get in before anything is shed.
-        let load = self.round_accepts + 1;
-        if self.limiter.is_some_and(|l| l.overloaded_with(load)) {
-            let _ = evq_os::socket::set_reset_on_close(fd);
-            evq_os::io::close(fd);
-            counters.shed_reset();
-            return;
-        }
-        let (waited_ms, refusal) = self.admission.judge(fd);
-        if let Some(why) = refusal {
-            let _ = evq_os::socket::set_reset_on_close(fd);
-            evq_os::io::close(fd);
-            match why {
-                Refusal::QueueDelay => counters.refused_queue_delay(),
-                Refusal::Deadline => counters.refused_deadline(),
-            }
-            return;
-        }
-        if !self.take_slot() {
-            evq_os::io::close(fd);
-            self.shared.counters[self.id].rejected();
-            return;
-        }
-        let late = waited_ms.is_some_and(|w| self.admission.is_late(w));
-        self.shared.counters[self.id].admitted(waited_ms, late);
-        let _ = evq_os::socket::set_nodelay(fd);
-        self.round_accepts += 1;
-        if let Some(i) = self.add_conn(fd) {
-            // phhttpd's habit: the request is often already here, so read now
-            // instead of going round the event loop first.
-            self.drive(i);
-        }
+        intake::on_accept(self, self.now);
     }
 
     fn add_conn(&mut self, fd: RawFd) -> Option<usize> {
@@ -873,4 +752,43 @@ fn send_buffered(c: &mut Conn, counters: &WorkerCounters, more: bool) -> Flush {
     c.out.clear();
     c.out_pos = 0;
     Flush::Done
+}
+
+/// The server's side of the intake (`intake.rs`): seed 001's limiter,
+/// `--max-conns`, and a connection served as soon as it is taken.
+impl Intake for Worker {
+    fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            listener: &mut self.listener,
+            queue: &mut self.queue,
+            admission: &mut self.admission,
+            counters: &self.shared.counters[self.id],
+        }
+    }
+
+    fn shed(&mut self) -> bool {
+        // Connections let in earlier in this round count too, or a burst
+        // taken in one accept batch would all get in before anything is shed.
+        let load = self.round_accepts + 1;
+        self.limiter.is_some_and(|l| l.overloaded_with(load))
+    }
+
+    fn has_room(&mut self) -> bool {
+        self.take_slot()
+    }
+
+    fn take(&mut self, fd: RawFd) {
+        self.round_accepts += 1;
+        if let Some(i) = self.add_conn(fd) {
+            // phhttpd's habit: the request is often already here, so read now
+            // instead of going round the event loop first.
+            self.drive(i);
+        }
+    }
+
+    fn out_of_descriptors(&mut self) {
+        self.shared.counters[self.id].fd_exhausted();
+        // Make room for the clients behind the one just shed.
+        self.reclaim_idle(reclaim::EXHAUSTED_BATCH, true);
+    }
 }

@@ -1,13 +1,14 @@
 //! Overload control against real sockets: every policy on every backend this
 //! kernel has, with one thread and two, serves a light load without refusing
 //! anyone; a flood gets complete replies or refusals, never half a reply; bad
-//! numbers are refused at start. (The mechanisms each policy refuses with are
+//! numbers are refused at start. The proxy's intake is the server's: the same
+//! checks through `evq proxy`. (The mechanisms each policy refuses with are
 //! tested against real listen queues in `src/overload.rs`.)
 
 mod common;
 
 use common::*;
-use evq_http::{AcceptMode, OverloadConfig, OverloadPolicy};
+use evq_http::{AcceptMode, OverloadConfig, OverloadPolicy, ProxyConfig, ProxyHandle};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -178,18 +179,15 @@ fn bad_numbers_are_refused_at_start() {
     }
 }
 
-#[test]
-fn pulse_has_the_kernel_refuse_a_flood_while_it_serves() {
-    let mut cfg = config(None);
-    // 2 ms of CPU a request: 500 a second, far fewer than the flood.
-    cfg.work = Duration::from_millis(2);
-    cfg.overload = overload_config(OverloadPolicy::Pulse);
-    let server = start(&cfg);
-    let addr = server.addr();
-    // Three clients each open 300 connections a millisecond apart: about
-    // 3,000 a second for a third of a second (pulse waits for the queue to
-    // have stood for one 100 ms interval).
-    let outcomes: Vec<Result<Option<Vec<u8>>, std::io::ErrorKind>> = std::thread::scope(|s| {
+/// What each of a flood's connections got: `Err` if `connect` failed,
+/// else what [`read_all`] read.
+type FloodOutcome = Result<Option<Vec<u8>>, std::io::ErrorKind>;
+
+/// Three clients each open 300 connections a millisecond apart — about 3,000
+/// a second for a third of a second — send a request on each and read to the
+/// end. (`pulse` waits for the queue to have stood for one 100 ms interval.)
+fn flood(addr: std::net::SocketAddr) -> Vec<FloodOutcome> {
+    std::thread::scope(|s| {
         let hs: Vec<_> = (0..3)
             .map(|_| {
                 s.spawn(move || {
@@ -210,19 +208,40 @@ fn pulse_has_the_kernel_refuse_a_flood_while_it_serves() {
             })
             .collect();
         hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
-    });
-    let report = server.stop();
+    })
+}
+
+/// Checks a flood's outcomes: every reply that arrived is whole (a 200 with
+/// the 1 KiB body), and some clients were refused at connect. Returns
+/// (replies, refused at connect).
+fn judge_flood(outcomes: &[FloodOutcome], what: &str) -> (u64, u64) {
     let refused_at_connect = outcomes
         .iter()
         .filter(|o| matches!(o, Err(std::io::ErrorKind::ConnectionRefused)))
-        .count();
+        .count() as u64;
     let served: Vec<&Vec<u8>> = outcomes.iter().flatten().flatten().collect();
     for got in &served {
         let text = String::from_utf8_lossy(got);
-        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text:.80}");
+        assert!(
+            text.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{what}: {text:.80}"
+        );
         let head_end = text.find("\r\n\r\n").expect("whole head") + 4;
-        assert_eq!(got.len() - head_end, 1024, "body cut short");
+        assert_eq!(got.len() - head_end, 1024, "{what}: body cut short");
     }
+    (served.len() as u64, refused_at_connect)
+}
+
+#[test]
+fn pulse_has_the_kernel_refuse_a_flood_while_it_serves() {
+    let mut cfg = config(None);
+    // 2 ms of CPU a request: 500 a second, far fewer than the flood.
+    cfg.work = Duration::from_millis(2);
+    cfg.overload = overload_config(OverloadPolicy::Pulse);
+    let server = start(&cfg);
+    let outcomes = flood(server.addr());
+    let report = server.stop();
+    let (served, refused_at_connect) = judge_flood(&outcomes, "serve");
     assert!(report.refused.pulses > 0, "never pulsed: {report}");
     assert!(
         report.refused.not_listening_us > 0,
@@ -234,8 +253,92 @@ fn pulse_has_the_kernel_refuse_a_flood_while_it_serves() {
         refused_at_connect > 0,
         "nobody refused at connect: {report}"
     );
-    assert_eq!(report.admitted, served.len() as u64, "{report}");
-    assert!(!served.is_empty(), "{report}");
+    assert_eq!(report.admitted, served, "{report}");
+    assert!(served > 0, "{report}");
+}
+
+/// The proxy in front of an evq server, with overload control of its own.
+fn proxy(origin: std::net::SocketAddr, overload: OverloadConfig, work: Duration) -> ProxyHandle {
+    ProxyHandle::start(&ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        origin,
+        overload,
+        work,
+        ..ProxyConfig::default()
+    })
+    .expect("proxy starts")
+}
+
+#[test]
+fn the_proxy_under_every_policy_relays_a_light_load_and_refuses_nothing() {
+    let origin = start(&config(None));
+    for policy in POLICIES {
+        let what = format!("proxy, {}", policy.name());
+        let p = proxy(
+            origin.addr(),
+            OverloadConfig {
+                queue_target: Duration::from_secs(1),
+                ..overload_config(policy)
+            },
+            Duration::ZERO,
+        );
+        for _ in 0..20 {
+            let r = get(p.addr(), REQ).unwrap_or_else(|| panic!("{what}: no reply"));
+            assert_eq!(r.status, 200, "{what}");
+        }
+        let report = p.stop();
+        let o = &report.overload;
+        assert_eq!(o.refused.total(), 0, "{what}: {report}");
+        assert_eq!(o.admitted, 20, "{what}: {report}");
+        assert_eq!(report.accepts, 20, "{what}: {report}");
+        let measured: u64 = o.queue_delay_ms.iter().map(|(_, n)| n).sum();
+        let expect = if policy == OverloadPolicy::None {
+            0
+        } else {
+            20
+        };
+        assert_eq!(measured, expect, "{what}: queue delays measured");
+    }
+    origin.stop();
+}
+
+#[test]
+fn the_proxy_pulses_too_and_relays_only_whole_replies() {
+    let origin = start(&config(None));
+    // 2 ms of the proxy's own CPU a request: 500 a second.
+    let p = proxy(
+        origin.addr(),
+        overload_config(OverloadPolicy::Pulse),
+        Duration::from_millis(2),
+    );
+    let outcomes = flood(p.addr());
+    let report = p.stop();
+    origin.stop();
+    let (served, refused_at_connect) = judge_flood(&outcomes, "proxy");
+    let o = &report.overload;
+    assert!(o.refused.pulses > 0, "never pulsed: {report}");
+    assert!(
+        refused_at_connect > 0,
+        "nobody refused at connect: {report}"
+    );
+    assert_eq!(o.admitted, served, "{report}");
+    assert_eq!(report.relayed, served, "{report}");
+    assert!(served > 0, "{report}");
+}
+
+#[test]
+fn the_proxy_refuses_bad_overload_numbers_at_start() {
+    let e = ProxyHandle::start(&ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        overload: OverloadConfig {
+            queue_target: Duration::ZERO,
+            ..OverloadConfig::default()
+        },
+        ..ProxyConfig::default()
+    })
+    .err()
+    .expect("refused");
+    assert!(e.to_string().contains("--queue-target"), "{e}");
 }
 
 #[test]
@@ -249,14 +352,18 @@ fn out_of_range_flags_get_a_clear_error_at_start() {
         (&["--codel-interval", "-5"][..], "--codel-interval must be"),
         (&["--deadline", "0"][..], "--deadline must be more than 0"),
         (&["--late-after", "-1"][..], "--late-after must be"),
+        (&["--work-us", "2000000"][..], "--work-us"),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_evq-http"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--overload", "codel"])
-            .args(flags)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{flags:?} accepted");
-        assert!(err.contains(says), "{flags:?}: {err}");
+        for command in [&["serve"][..], &["proxy", "--origin", "127.0.0.1:9"][..]] {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_evq-http"))
+                .args(command)
+                .args(["--listen", "127.0.0.1:0", "--overload", "codel"])
+                .args(flags)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{command:?} {flags:?} accepted");
+            assert!(err.contains(says), "{command:?} {flags:?}: {err}");
+        }
     }
 }
