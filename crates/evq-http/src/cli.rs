@@ -176,6 +176,11 @@ pub struct ServeArgs {
     /// Serve the counters as JSON at this path (e.g. /.evq/stats).
     #[arg(long, value_parser = stats_path)]
     pub stats_path: Option<String>,
+    /// Also answer the counters (at --stats-path, default /.evq/stats) and
+    /// /health on this address, from a thread of its own: overload control
+    /// never refuses it, so a health check sees a busy server as alive.
+    #[arg(long)]
+    pub status_listen: Option<SocketAddr>,
     /// Seconds a graceful stop (SIGINT/SIGTERM) lets in-flight requests finish
     /// (0..=3600).
     #[arg(long, default_value_t = 5.0, value_parser = number_in(bounds::GRACE_SECS))]
@@ -251,6 +256,7 @@ impl ServeArgs {
             },
             max_conns: self.max_conns,
             stats_path: self.stats_path.clone(),
+            status_listen: self.status_listen,
             sendfile: self.sendfile,
             work: Duration::from_micros(self.work_us),
             handle_signals: true,
@@ -395,6 +401,9 @@ pub fn run_serve(args: &ServeArgs) -> io::Result<()> {
         cfg.threads,
         server.report().backend
     ));
+    if let Some(addr) = server.status_addr() {
+        note(&format!("evq serve: status and /health on {addr}"));
+    }
     let report = server.wait()?;
     if args.json {
         print_line(&report.to_json())

@@ -128,6 +128,9 @@ pub fn serve_completion(
     if cfg.stats_path.is_some() {
         return Err(refuse("--stats-path"));
     }
+    if cfg.status_listen.is_some() {
+        return Err(refuse("--status-listen"));
+    }
     evq_os::signals::stop_on_signals()?;
     evq_os::signals::ignore_sigpipe();
     let (listeners, addr) = listeners(cfg)?;

@@ -182,6 +182,10 @@ pub struct ServeConfig {
     pub max_conns: usize,
     /// Serve the counters as JSON at this path.
     pub stats_path: Option<String>,
+    /// Answer the counters (at `stats_path`, or `/.evq/stats`) and `/health`
+    /// on this address too, from a thread of its own that overload control
+    /// never touches (`status.rs`).
+    pub status_listen: Option<SocketAddr>,
     /// Send files over 16 KiB with `sendfile` (zero-copy) rather than a read
     /// into a buffer and a send. Faster for large files, but the bytes queued
     /// in the socket are the page cache's own: a file truncated or written in
@@ -280,6 +284,7 @@ impl Default for ServeConfig {
             limits: Limits::default(),
             max_conns: 100_000,
             stats_path: None,
+            status_listen: None,
             sendfile: false,
             work: Duration::ZERO,
             handle_signals: false,

@@ -45,6 +45,7 @@ mod relay;
 pub mod request;
 mod server;
 mod stats;
+mod status;
 mod sys;
 mod token;
 mod worker;

@@ -10,6 +10,7 @@ use crate::listener::Listener;
 use crate::overload::{Admission, OverloadPolicy};
 use crate::request::{Content, FileRoot, Scratch, Site};
 use crate::stats::{ServeReport, WorkerCounters};
+use crate::status::{StatusListener, DEFAULT_STATS_PATH};
 use crate::token::{token, Kind};
 use crate::worker::{self, Shared, Worker};
 use evq::{BackendKind, EventQueue, Interest, LoadLimiter, Mode, Notifier, Options};
@@ -30,6 +31,8 @@ pub struct ServerHandle {
     notifiers: Vec<Notifier>,
     threads: Vec<JoinHandle<io::Result<()>>>,
     _listener: Option<OwnedFd>,
+    /// `--status-listen`: stopped (dropped) after the workers.
+    status: Option<StatusListener>,
 }
 
 impl ServerHandle {
@@ -214,6 +217,16 @@ impl ServerHandle {
                 activity: 0,
             });
         }
+        let status = match cfg.status_listen {
+            Some(a) => Some(StatusListener::start(
+                a,
+                cfg.stats_path
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_STATS_PATH.to_string()),
+                shared.clone(),
+            )?),
+            None => None,
+        };
         let notifiers = workers.iter().map(|w| w.queue.notifier()).collect();
         let mut handles = Vec::with_capacity(threads);
         for w in workers {
@@ -230,7 +243,13 @@ impl ServerHandle {
             notifiers,
             threads: handles,
             _listener: owned_listener,
+            status,
         })
+    }
+
+    /// The status listener's address (`--status-listen`), if there is one.
+    pub fn status_addr(&self) -> Option<SocketAddr> {
+        self.status.as_ref().map(StatusListener::addr)
     }
 
     /// The address the server listens on.
@@ -281,6 +300,8 @@ impl ServerHandle {
                 result = r;
             }
         }
+        // The status listener answers until the workers are gone.
+        self.status = None;
         result
     }
 }

@@ -367,3 +367,50 @@ fn out_of_range_flags_get_a_clear_error_at_start() {
         }
     }
 }
+
+/// `--status-listen`: while `pulse` has the kernel refuse clients of the
+/// served address, health checks and the counters on the status address are
+/// answered every time; other paths and methods get their errors.
+#[test]
+fn the_status_listener_answers_while_pulse_refuses_the_served_address() {
+    let mut cfg = config(None);
+    cfg.work = Duration::from_millis(2);
+    cfg.overload = overload_config(OverloadPolicy::Pulse);
+    cfg.status_listen = Some("127.0.0.1:0".parse().unwrap());
+    let server = start(&cfg);
+    let status = server.status_addr().expect("a status address");
+    let health = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+    let (outcomes, checks) = std::thread::scope(|s| {
+        let flooding = s.spawn(|| flood(server.addr()));
+        let mut checks = Vec::new();
+        while !flooding.is_finished() {
+            checks.push(get(status, health).map(|r| r.status));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (flooding.join().unwrap(), checks)
+    });
+    let (_, refused_at_connect) = judge_flood(&outcomes, "serve");
+    assert!(refused_at_connect > 0, "the flood was never refused");
+    assert!(!checks.is_empty());
+    assert!(
+        checks.iter().all(|c| *c == Some(200)),
+        "health checks during the flood: {checks:?}"
+    );
+    let stats = get(status, "GET /.evq/stats HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(stats.status, 200);
+    let json: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    assert!(json["admitted"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["refused"]["pulses"].as_u64().unwrap() > 0, "{json}");
+    let other = get(status, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(other.status, 404);
+    let post = get(
+        status,
+        "POST /health HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(post.status, 405);
+    let report = server.stop();
+    assert!(report.refused.pulses > 0, "{report}");
+    // The listener went with the server.
+    assert!(TcpStream::connect(status).is_err());
+}
