@@ -12,4 +12,4 @@ pub mod peer_servers;
 
 pub use child::{run_child, ChildOutcome, ServerProcess};
 pub use evq_programs::{DeadConnections, EvqServeChild};
-pub use peer_servers::{Docroot, PeerServer, PeerServerKind};
+pub use peer_servers::{Docroot, PeerServer, PeerServerKind, Tuning};

@@ -35,6 +35,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// What a comparison changes in nginx's configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// The listen backlog (default 4096).
+    pub backlog: Option<u32>,
+    /// Lines added to the `http` block (`gzip on; …`, `limit_conn …`).
+    pub http: String,
+}
+
 /// A server the lab compares `evq serve` with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PeerServerKind {
@@ -149,6 +158,27 @@ impl PeerServer {
     /// The server is not installed, refuses its configuration, or does not
     /// accept within 10 s (its error log is quoted).
     pub fn start(kind: PeerServerKind, root: &Docroot, workers: usize) -> io::Result<PeerServer> {
+        PeerServer::start_tuned(kind, root, workers, &Tuning::default())
+    }
+
+    /// [`PeerServer::start`] with `tuning` changed from the lab's
+    /// configuration (nginx only; the others refuse a tuning).
+    ///
+    /// # Errors
+    /// As [`PeerServer::start`]; `InvalidInput` for a tuning of h2o or
+    /// lighttpd.
+    pub fn start_tuned(
+        kind: PeerServerKind,
+        root: &Docroot,
+        workers: usize,
+        tuning: &Tuning,
+    ) -> io::Result<PeerServer> {
+        if kind != PeerServerKind::Nginx && *tuning != Tuning::default() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("only nginx takes a tuning, not {}", kind.name()),
+            ));
+        }
         let binary = Tools::find(kind.name()).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, kind.available().unwrap_err())
         })?;
@@ -178,8 +208,11 @@ impl PeerServer {
                        client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
                        fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
                        default_type application/octet-stream;\n\
-                       server {{ listen 127.0.0.1:{port} backlog=4096; root {root_dir}; }}\n}}\n",
+                       {http}\n\
+                       server {{ listen 127.0.0.1:{port} backlog={backlog}; root {root_dir}; }}\n}}\n",
                     conns = fds.saturating_sub(64),
+                    http = tuning.http,
+                    backlog = tuning.backlog.unwrap_or(4096),
                 );
                 std::fs::write(dir.join("nginx.conf"), conf)?;
                 cmd.arg("-c")

@@ -1,6 +1,8 @@
 //! The overload claims (issue 15's figures): pure functions of the points.
 
-use super::measure::{Point, WORK_RIG};
+use super::measure::{
+    Point, NGINX, NGINX_DEFAULT, NGINX_TUNED, NGINX_WORK_BYTES, PROXY, SERVE, WORK, WORK_RIG,
+};
 use crate::verdict::ClaimCheck;
 
 /// The policy the claims judge (`evq serve`'s default).
@@ -23,16 +25,36 @@ pub const BELOW: &str = "with pulse on epoll × 1 below capacity (0.9× and less
 /// Against the seed's policy.
 pub const BEATS_SEED: &str = "with pulse on epoll × 1 at 3× offered, goodput is higher than with seed 001's EWMA-and-reset (issue 15, seed 001 Graphs 3–4)";
 
-/// The point of `policy` on the judged rig and backend at `threads` nearest
-/// `multiple` (within 0.05).
+/// The proxy's goodput under overload.
+pub const PROXY_GOODPUT: &str = "with pulse on epoll × 1, evq proxy's goodput stays ≥ 95% of its capacity at 2× and 3× offered and ≥ 90% at 5× (issue 15: overload control in serve and proxy)";
+/// Against nginx: goodput.
+pub const BEATS_NGINX: &str = "at 3× and 5× offered, evq serve with pulse (epoll × 1) keeps at least as large a share of its capacity as nginx does of its own (within 2 points), as the lab configures it and as tuned against overload (backlog 64, limit_conn 64 → 503) (issue 15)";
+/// Against nginx: how the unserved learn it.
+pub const FASTER_THAN_NGINX: &str = "at 3× and 5× offered, evq serve with pulse tells a larger share of the clients it does not serve that it will not (within 10 ms) than nginx does in either configuration (issue 15)";
+
+/// `evq serve`'s point of `policy` on the judged rig and backend at
+/// `threads` nearest `multiple` (within 0.05).
 pub fn at<'a>(
     points: &'a [Point],
     policy: &str,
     threads: usize,
     multiple: f64,
 ) -> Option<&'a Point> {
+    at_server(points, SERVE, policy, threads, multiple)
+}
+
+/// [`at`] for any server ([`SERVE`], [`PROXY`], [`NGINX`]; nginx's backend
+/// counts as epoll).
+pub fn at_server<'a>(
+    points: &'a [Point],
+    server: &str,
+    policy: &str,
+    threads: usize,
+    multiple: f64,
+) -> Option<&'a Point> {
     points.iter().find(|p| {
-        p.policy == policy
+        p.server == server
+            && p.policy == policy
             && p.rig == WORK_RIG
             && p.backend == BACKEND
             && p.threads == threads
@@ -61,10 +83,19 @@ fn show(p: &Point) -> String {
 
 /// Goodput at 2×, 3× and 5×.
 pub fn check_goodput(points: &[Point], threads: usize) -> ClaimCheck {
+    goodput_held(points, SERVE, threads, &goodput_claim(threads))
+}
+
+/// The proxy's goodput at 2×, 3× and 5×.
+pub fn check_proxy_goodput(points: &[Point]) -> ClaimCheck {
+    goodput_held(points, PROXY, 1, PROXY_GOODPUT)
+}
+
+fn goodput_held(points: &[Point], server: &str, threads: usize, claim: &str) -> ClaimCheck {
     let want = [(2.0, 0.95), (3.0, 0.95), (5.0, 0.90)];
     let got: Vec<Option<&Point>> = want
         .iter()
-        .map(|&(m, _)| at(points, JUDGED, threads, m))
+        .map(|&(m, _)| at_server(points, server, JUDGED, threads, m))
         .collect();
     let measured = got
         .iter()
@@ -82,10 +113,10 @@ pub fn check_goodput(points: &[Point], threads: usize) -> ClaimCheck {
         )
     };
     ClaimCheck::judged(
-        &goodput_claim(threads),
+        claim,
         measured,
         holds,
-        &format!("capacity = the peak goodput of the `none` sweep on the same backend and thread count in this run; holds if goodput/capacity ≥ 0.95 at 2× and 3× and ≥ 0.90 at 5× of the probed capacity; not measured if a point is missing or the client started < {:.0}% of its offered rate there", 100.0 * CLIENT_KEEPS_UP),
+        &format!("capacity = the peak goodput of the `none` sweep of the same server, backend and thread count in this run; holds if goodput/capacity ≥ 0.95 at 2× and 3× and ≥ 0.90 at 5× of the probed capacity; not measured if a point is missing or the client started < {:.0}% of its offered rate there", 100.0 * CLIENT_KEEPS_UP),
     )
 }
 
@@ -140,6 +171,7 @@ pub fn check_below(points: &[Point]) -> ClaimCheck {
         .iter()
         .filter(|p| {
             p.policy == JUDGED
+                && p.server == SERVE
                 && p.rig == WORK_RIG
                 && p.backend == BACKEND
                 && p.threads == 1
@@ -177,4 +209,94 @@ pub fn check_beats_seed(points: &[Point]) -> ClaimCheck {
         .filter(|(g, s)| keeps_up(g) && keeps_up(s))
         .map(|(g, s)| g.goodput_per_s > s.goodput_per_s);
     ClaimCheck::judged(BEATS_SEED, measured, holds, "holds if the judged policy's goodput at 3× exceeds seed001's at 3× in the same run; not measured without both points or if the client fell behind")
+}
+
+/// The points of pulse and of nginx's two configurations at `m`.
+fn against_nginx(points: &[Point], m: f64) -> [Option<&Point>; 3] {
+    [
+        at(points, JUDGED, 1, m),
+        at_server(points, NGINX, NGINX_DEFAULT, 1, m),
+        at_server(points, NGINX, NGINX_TUNED, 1, m),
+    ]
+}
+
+/// Judges `better(ours, theirs)` at 3× and 5× against both nginx
+/// configurations; `describe` says what each point measured.
+fn judge_against_nginx(
+    points: &[Point],
+    claim: &str,
+    rule: &str,
+    describe: impl Fn(&Point) -> String,
+    better: impl Fn(&Point, &Point) -> bool,
+) -> ClaimCheck {
+    let mut measured = Vec::new();
+    let mut holds = Some(true);
+    for m in [3.0, 5.0] {
+        let [ours, default, tuned] = against_nginx(points, m);
+        let show = |p: Option<&Point>| {
+            p.map_or("not run".into(), |p| {
+                format!(
+                    "{}{}",
+                    describe(p),
+                    if keeps_up(p) {
+                        ""
+                    } else {
+                        " (client fell behind)"
+                    }
+                )
+            })
+        };
+        measured.push(format!(
+            "{m}×: pulse {}; nginx {NGINX_DEFAULT} {}; nginx {NGINX_TUNED} {}",
+            show(ours),
+            show(default),
+            show(tuned)
+        ));
+        holds = match (ours, default, tuned, holds) {
+            (Some(o), Some(d), Some(t), Some(h)) if [o, d, t].iter().all(|p| keeps_up(p)) => {
+                Some(h && better(o, d) && better(o, t))
+            }
+            _ => None,
+        };
+    }
+    ClaimCheck::judged(claim, measured.join("; "), holds, rule)
+}
+
+/// Against nginx at 3× and 5×: goodput.
+pub fn check_beats_nginx(points: &[Point]) -> ClaimCheck {
+    judge_against_nginx(
+        points,
+        BEATS_NGINX,
+        &format!("each server's capacity is the peak goodput of its own uncontrolled sweep in this run (nginx: as the lab configures it); nginx's work is gzip at level 9 of a {} KiB text per request, near evq's {} µs; holds if pulse's goodput share is at least each nginx configuration's less 0.02, at 3× and at 5×; not measured if a point is missing or the client fell behind", NGINX_WORK_BYTES / 1024, WORK.as_micros()),
+        |p| format!("{:.0}% of capacity", 100.0 * p.goodput_over_capacity),
+        |o, n| o.goodput_over_capacity >= n.goodput_over_capacity - 0.02,
+    )
+}
+
+/// Against nginx at 3× and 5×: fast refusals.
+pub fn check_faster_than_nginx(points: &[Point]) -> ClaimCheck {
+    let fast_share = |p: &Point| {
+        let s = p.settled();
+        let unserved = s.refused + s.timed_out;
+        if unserved == 0 {
+            1.0
+        } else {
+            s.refused_fast as f64 / unserved as f64
+        }
+    };
+    judge_against_nginx(
+        points,
+        FASTER_THAN_NGINX,
+        "share = refused within 10 ms ÷ (refused + timed out) among the requests due after the warm-up; holds if pulse's share exceeds each nginx configuration's at 3× and at 5×; not measured if a point is missing or the client fell behind",
+        move |p| {
+            let s = p.settled();
+            format!(
+                "{:.0}% fast ({} refused, {} timed out)",
+                100.0 * fast_share(p),
+                s.refused,
+                s.timed_out
+            )
+        },
+        move |o, n| fast_share(o) > fast_share(n),
+    )
 }

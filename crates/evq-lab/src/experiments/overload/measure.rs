@@ -14,9 +14,11 @@
 //! and then stands still for tens of milliseconds while connections queue —
 //! the regime of a container throttled by its CPU quota.
 
+use super::series::{self, Shape};
 use crate::experiment::{Ctx, RunSize};
+use crate::rig::PeerServerKind;
 use evq::BackendKind;
-use evq_http::{OverloadConfig, OverloadPolicy, ServeConfig, ServerHandle};
+use evq_http::OverloadPolicy;
 use evq_load::{run_load, LoadConfig, LoadReport};
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -45,6 +47,31 @@ fn quota_rig() -> String {
     QUOTA_RIG.into()
 }
 
+fn serve_name() -> String {
+    SERVE.into()
+}
+
+/// `evq serve`, in this process.
+pub const SERVE: &str = "evq serve";
+/// `evq proxy`, in this process, in front of an `evq serve`.
+pub const PROXY: &str = "evq proxy";
+/// nginx from Debian's package, a process of its own.
+pub const NGINX: &str = "nginx";
+/// nginx as the lab configures it for every comparison (backlog 4096), with
+/// gzip as its work.
+pub const NGINX_DEFAULT: &str = "default";
+/// nginx as a user tunes it against overload: a listen backlog of
+/// [`SMALL_BACKLOG`] and `limit_conn` of [`NGINX_LIMIT_CONN`] connections,
+/// answered with 503 past it.
+pub const NGINX_TUNED: &str = "tuned";
+/// Connections nginx's `limit_conn` lets in at once, in the tuned series.
+pub const NGINX_LIMIT_CONN: usize = 64;
+/// The text file nginx compresses for each request on the work rig.
+pub const NGINX_WORK_FILE: &str = "work.txt";
+/// Its size: gzip at level 9 then costs nginx about [`WORK`] per request
+/// on this kind of machine (the capacity is probed either way).
+pub const NGINX_WORK_BYTES: usize = 14 * 1024;
+
 fn quota_rigs() -> Vec<String> {
     vec![quota_rig()]
 }
@@ -71,6 +98,16 @@ pub struct Plan {
     pub window_s: f64,
     /// The client's timeout, seconds (also the servers' `--deadline`).
     pub timeout_s: f64,
+    /// `evq proxy` series by policy, on the work rig, the first backend × 1
+    /// thread: the proxy spends [`WORK`] on each request, its origin (an
+    /// `evq serve` without work) shares its CPU. (Absent in records of
+    /// earlier rounds.)
+    #[serde(default)]
+    pub proxy_policies: Vec<String>,
+    /// nginx series by configuration ([`NGINX_DEFAULT`], [`NGINX_TUNED`]), on
+    /// the work rig: nginx gzips [`NGINX_WORK_FILE`] for each request.
+    #[serde(default)]
+    pub nginx: Vec<String>,
 }
 
 /// The outcomes of the requests due after the warm-up (the first quarter of
@@ -95,7 +132,11 @@ pub struct Point {
     /// The rig ([`WORK_RIG`] or [`QUOTA_RIG`]).
     #[serde(default = "quota_rig")]
     pub rig: String,
-    /// `--overload` name.
+    /// The server: [`SERVE`], [`PROXY`] or [`NGINX`] (records of earlier
+    /// rounds ran `evq serve` only).
+    #[serde(default = "serve_name")]
+    pub server: String,
+    /// `--overload` name (nginx: its configuration's name).
     pub policy: String,
     /// Backend name.
     pub backend: String,
@@ -218,6 +259,16 @@ pub fn plan(size: RunSize) -> Plan {
         ),
     );
     let rigs: &[&str] = size.pick(&[WORK_RIG], &[WORK_RIG], &[WORK_RIG, QUOTA_RIG]);
+    let proxy_policies: &[&str] = size.pick(
+        &["pulse"],
+        &["none", "seed001", "pulse"],
+        &["none", "seed001", "gate", "codel", "pulse"],
+    );
+    let nginx: &[&str] = size.pick(
+        &[],
+        &[NGINX_DEFAULT, NGINX_TUNED],
+        &[NGINX_DEFAULT, NGINX_TUNED],
+    );
     Plan {
         rigs: rigs.iter().map(|s| s.to_string()).collect(),
         backends: backends.iter().map(|s| s.to_string()).collect(),
@@ -229,6 +280,8 @@ pub fn plan(size: RunSize) -> Plan {
         probe_s,
         window_s,
         timeout_s,
+        proxy_policies: proxy_policies.iter().map(|s| s.to_string()).collect(),
+        nginx: nginx.iter().map(|s| s.to_string()).collect(),
     }
 }
 
@@ -247,102 +300,28 @@ pub fn policy(name: &str) -> io::Result<OverloadPolicy> {
     })
 }
 
-/// The server a point runs on `rig`: `threads` workers (own sockets), the
-/// policy, and the client's timeout as both the deadline and the late bound.
-pub fn server_config(
-    rig: &str,
-    kind: BackendKind,
-    threads: usize,
-    name: &str,
-    timeout_s: f64,
-) -> io::Result<ServeConfig> {
-    let timeout = Duration::from_secs_f64(timeout_s);
-    let p = policy(name)?;
-    Ok(ServeConfig {
-        backlog: if name == "backlog64" {
-            SMALL_BACKLOG
-        } else {
-            4096
-        },
-        threads,
-        accept: evq_http::AcceptMode::Reuseport,
-        overload: OverloadConfig {
-            policy: p,
-            deadline: (p != OverloadPolicy::None).then_some(timeout),
-            late_after: timeout,
-            ..OverloadConfig::default()
-        },
-        grace: Duration::from_millis(100),
-        work: if rig == WORK_RIG {
-            WORK
-        } else {
-            Duration::ZERO
-        },
-        ..crate::rig::in_process::one_thread(kind, REPLY_SIZE)
-    })
-}
-
-/// Starts a server and places its threads for `rig`: on the CPU budget
-/// (quota), or on CPUs apart from the client's (work). The error says why
-/// that could not be done, if it could not.
-fn start(rig: &str, cfg: &ServeConfig) -> io::Result<(ServerHandle, Option<String>)> {
-    let server = ServerHandle::start(cfg)?;
-    let mut refused = None;
-    let cpus = crate::placement::server_cpus(cfg.threads);
-    for i in 0..cfg.threads {
-        let name = format!("evq-serve-{i}");
-        let Some(tid) = crate::procinfo::thread_named(&name, Duration::from_secs(1)) else {
-            refused = Some(format!("no single {name} thread found"));
-            continue;
-        };
-        if rig == WORK_RIG {
-            match &cpus {
-                Some(cpus) if !cpus.is_empty() => {
-                    if let Err(e) = crate::placement::pin_thread(tid, cpus[i % cpus.len()]) {
-                        refused = Some(format!("sched_setaffinity refused: {e}"));
-                    }
-                }
-                _ => refused = Some("fewer than two CPUs: server and client not apart".into()),
-            }
-        } else if let Err(e) =
-            crate::resources::limit_thread_cpu(tid, BUDGET_RUNTIME, BUDGET_PERIOD)
-        {
-            refused = Some(format!("SCHED_DEADLINE refused: {e}"));
-        }
-    }
-    Ok((server, refused))
-}
-
 /// Runs one load against a started server, the client on its own CPU.
 fn load(cfg: &LoadConfig) -> io::Result<LoadReport> {
     let _pin = crate::placement::pin_this_thread_as_client();
     run_load(cfg)
 }
 
-fn probe(
-    rig: &str,
-    kind: BackendKind,
-    threads: usize,
-    plan: &Plan,
-    refusals: &mut Vec<String>,
-) -> io::Result<f64> {
-    let (server, refused) = start(
-        rig,
-        &server_config(rig, kind, threads, "none", plan.timeout_s)?,
-    )?;
-    refusals.extend(refused);
+/// Closed-loop capacity of `shape`'s server with no control.
+fn probe(shape: Shape, plan: &Plan, refusals: &mut Vec<String>) -> io::Result<f64> {
+    let server = series::start(shape, shape.baseline(), plan.timeout_s)?;
+    refusals.extend(server.refused.clone());
     let mut load = LoadConfig::closed(
         "127.0.0.1",
         server.addr().port(),
         PROBE_CONNECTIONS,
         Duration::from_secs_f64(plan.probe_s),
     );
+    (load.uri, load.headers) = server.request();
     load.num_calls = 1;
     load.hog = true;
     load.timeout = Some(Duration::from_secs(2));
     let report = self::load(&load);
-    server.request_stop();
-    server.wait()?;
+    server.finish()?;
     Ok(report?.reply_rate_avg)
 }
 
@@ -351,7 +330,8 @@ fn probe(
 /// shared machine falls on all of them.
 pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let fd_limit = crate::resources::raise_nofile()? as f64;
-    let mut shapes: Vec<(&str, BackendKind, usize)> = Vec::new();
+    let mut missing = Vec::new();
+    let mut shapes: Vec<(Shape, &[String])> = Vec::new();
     for (r, rig) in plan.rigs.iter().enumerate() {
         if rig != WORK_RIG && rig != QUOTA_RIG {
             return Err(io::Error::other(format!("unknown rig {rig}")));
@@ -368,7 +348,45 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             } else {
                 &[1]
             };
-            shapes.extend(threads.iter().map(|&t| (rig.as_str(), kind, t)));
+            shapes.extend(threads.iter().map(|&threads| {
+                let shape = Shape {
+                    rig: rig.as_str(),
+                    server: SERVE,
+                    kind,
+                    threads,
+                };
+                (shape, &plan.policies[..])
+            }));
+        }
+    }
+    // The proxy and nginx on the judged rig, beside the server's first series.
+    if let Some(&(first, _)) = shapes.first() {
+        let one = Shape {
+            rig: plan.rigs[0].as_str(),
+            threads: 1,
+            ..first
+        };
+        if !plan.proxy_policies.is_empty() {
+            shapes.push((
+                Shape {
+                    server: PROXY,
+                    ..one
+                },
+                &plan.proxy_policies[..],
+            ));
+        }
+        if !plan.nginx.is_empty() && one.rig == WORK_RIG {
+            match PeerServerKind::Nginx.available() {
+                Ok(()) => shapes.push((
+                    Shape {
+                        server: NGINX,
+                        kind: BackendKind::Epoll,
+                        ..one
+                    },
+                    &plan.nginx[..],
+                )),
+                Err(why) => missing.push(format!("nginx series not run: {why}")),
+            }
         }
     }
     if shapes.is_empty() {
@@ -377,11 +395,15 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             "none of the backends is available here",
         ));
     }
-    for p in &plan.policies {
+    for p in plan.policies.iter().chain(&plan.proxy_policies) {
         policy(p)?;
     }
-    let policies = plan.policies.clone();
-    ctx.expect(shapes.len() * (1 + policies.len() * plan.multiples.len()));
+    ctx.expect(
+        shapes
+            .iter()
+            .map(|(_, names)| 1 + names.len() * plan.multiples.len())
+            .sum(),
+    );
     // Client and server share this process's descriptors: each connection in
     // flight may hold two for up to the timeout. Keep a quarter spare.
     let rate_cap = 0.75 * fd_limit / (2.0 * plan.timeout_s);
@@ -389,29 +411,42 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let mut probes = Vec::new();
     let mut rig_probes = Vec::new();
     let mut points = Vec::new();
-    for &(rig, kind, threads) in &shapes {
+    for &(shape, names) in &shapes {
+        let Shape {
+            rig,
+            server,
+            kind,
+            threads,
+        } = shape;
         ctx.step(&format!(
-            "overload: capacity probe, {rig} rig, {kind} × {threads}"
+            "overload: capacity probe, {rig} rig, {server} {kind} × {threads}"
         ));
-        let capacity = probe(rig, kind, threads, &plan, &mut refusals)?;
-        if rig == plan.rigs[0] {
+        let capacity = probe(shape, &plan, &mut refusals)?;
+        if server != SERVE {
+            rig_probes.push((
+                format!("{rig} {server}"),
+                kind.name().to_string(),
+                threads,
+                capacity,
+            ));
+        } else if rig == plan.rigs[0] {
             probes.push((kind.name().to_string(), threads, capacity));
         } else {
             rig_probes.push((rig.to_string(), kind.name().to_string(), threads, capacity));
         }
         for (step, &m) in plan.multiples.iter().enumerate() {
-            for i in 0..policies.len() {
-                let p = policies[(i + step) % policies.len()].as_str();
+            for i in 0..names.len() {
+                let p = names[(i + step) % names.len()].as_str();
                 let rate = (m * capacity).round().clamp(1.0, rate_cap.floor());
                 ctx.step(&format!(
-                    "overload: {rig} rig, {kind} × {threads}, {p} at {rate:.0}/s ({m}×)"
+                    "overload: {rig} rig, {server} {kind} × {threads}, {p} at {rate:.0}/s ({m}×)"
                 ));
-                let shape = Shape { rig, kind, threads };
                 points.push(run(shape, p, m, rate, &plan, &mut refusals)?);
             }
         }
     }
     fill_ratios(&mut points);
+    refusals.extend(missing);
     Ok(Records {
         plan,
         probes,
@@ -422,26 +457,33 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     })
 }
 
-/// What a series runs on.
-#[derive(Clone, Copy)]
-struct Shape<'a> {
-    rig: &'a str,
-    kind: BackendKind,
-    threads: usize,
-}
-
-/// Capacity of each (rig, backend, threads) = the peak goodput of its `none`
-/// sweep; every point's offered rate and goodput as multiples of it.
+/// Capacity of each (rig, server, backend, threads) = the peak goodput of
+/// its `none` sweep (nginx: its default configuration's); every point's
+/// offered rate and goodput as multiples of it.
 pub fn fill_ratios(points: &mut [Point]) {
-    let keys: Vec<(String, String, usize)> = points
+    let keys: Vec<(String, String, String, usize)> = points
         .iter()
-        .map(|p| (p.rig.clone(), p.backend.clone(), p.threads))
+        .map(|p| {
+            (
+                p.rig.clone(),
+                p.server.clone(),
+                p.backend.clone(),
+                p.threads,
+            )
+        })
         .collect();
-    for (rig, backend, threads) in keys {
-        let same = |p: &Point| p.rig == rig && p.backend == backend && p.threads == threads;
+    for (rig, server, backend, threads) in keys {
+        let same = |p: &Point| {
+            p.rig == rig && p.server == server && p.backend == backend && p.threads == threads
+        };
+        let baseline = if server == NGINX {
+            NGINX_DEFAULT
+        } else {
+            "none"
+        };
         let cap = points
             .iter()
-            .filter(|p| same(p) && p.policy == "none")
+            .filter(|p| same(p) && p.policy == baseline)
             .map(|p| p.goodput_per_s)
             .fold(0.0, f64::max);
         for p in points.iter_mut().filter(|p| same(p)) {
@@ -485,27 +527,24 @@ fn run(
     plan: &Plan,
     refusals: &mut Vec<String>,
 ) -> io::Result<Point> {
-    let Shape { rig, kind, threads } = shape;
-    let (server, refused) = start(
-        rig,
-        &server_config(rig, kind, threads, policy, plan.timeout_s)?,
-    )?;
-    let server_budget = refused.is_none();
-    refusals.extend(refused);
+    let server = series::start(shape, policy, plan.timeout_s)?;
+    let server_budget = server.refused.is_none();
+    refusals.extend(server.refused.clone());
     let conns = (rate * plan.window_s).round().max(1.0) as u64;
     let mut load = LoadConfig::open("127.0.0.1", server.addr().port(), rate, conns);
+    (load.uri, load.headers) = server.request();
     load.num_calls = 1;
     load.hog = true;
     load.timeout = Some(Duration::from_secs_f64(plan.timeout_s));
     load.fast_refusal = Duration::from_secs_f64(FAST_REFUSAL_MS / 1000.0);
     load.warm_up = Some(Duration::from_secs_f64(plan.window_s / 4.0));
     let report = self::load(&load);
-    server.request_stop();
-    let stats = server.wait()?;
+    let stats = server.finish()?;
     let r: LoadReport = report?;
     let o = &r.outcomes;
     Ok(Point {
-        rig: rig.into(),
+        rig: shape.rig.into(),
+        server: shape.server.into(),
         steady: r.steady.map(|s| SteadyPoint {
             served: s.outcomes.served,
             p99_ms: s.served_ms.p99,
@@ -514,8 +553,8 @@ fn run(
             timed_out: s.outcomes.timed_out,
         }),
         policy: policy.into(),
-        backend: kind.name().into(),
-        threads,
+        backend: shape.kind.name().into(),
+        threads: shape.threads,
         multiple,
         offered_per_s: rate,
         offered_over_capacity: 0.0,
@@ -534,10 +573,10 @@ fn run(
         other_errors: r.errors.total().saturating_sub(o.refused + o.timed_out),
         server_accepts: stats.accepts,
         server_admitted: stats.admitted,
-        server_refused: stats.refused.total(),
-        server_flushed: stats.refused.flushed,
+        server_refused: stats.refused,
+        server_flushed: stats.flushed,
         server_served_late: stats.served_late,
-        server_responses: stats.responses.values().sum(),
+        server_responses: stats.responses,
         server_budget,
     })
 }

@@ -1,12 +1,15 @@
 //! Overload (issue 15; SEEDS 001 Graphs 3–4 extended): `evq serve` offered
 //! 0.5× to 5× its capacity under each overload policy — none, seed 001's
-//! EWMA-and-reset, `gate` and `codel` — on epoll (one thread and two) and
-//! rtsig-bulk. Goodput (replies within the client timeout), p99 of the replies
-//! served, and whether unserved clients learned it fast or timed out.
+//! EWMA-and-reset, `gate`, `codel` and `pulse` — on epoll (one thread and
+//! two) and rtsig-bulk; `evq proxy` under the same policies; nginx as
+//! configured and as tuned against overload. Goodput (replies within the
+//! client timeout), p99 of the replies served, and whether unserved clients
+//! learned it fast or timed out.
 
 mod judge;
 mod measure;
 mod report;
+mod series;
 
 use crate::experiment::{Ctx, Experiment, Judged, RunSize};
 use std::io;
@@ -32,6 +35,9 @@ impl Experiment for Overload {
             judge::FAST.into(),
             judge::BELOW.into(),
             judge::BEATS_SEED.into(),
+            judge::PROXY_GOODPUT.into(),
+            judge::BEATS_NGINX.into(),
+            judge::FASTER_THAN_NGINX.into(),
         ]
     }
 
@@ -53,6 +59,9 @@ impl Experiment for Overload {
                 judge::check_fast(p),
                 judge::check_below(p),
                 judge::check_beats_seed(p),
+                judge::check_proxy_goodput(p),
+                judge::check_beats_nginx(p),
+                judge::check_faster_than_nginx(p),
             ],
             notes: report::notes(r),
             commands: report::commands(r),

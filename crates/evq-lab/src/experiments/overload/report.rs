@@ -2,30 +2,40 @@
 
 use super::judge::{keeps_up, JUDGED};
 use super::measure::{
-    Point, Records, BUDGET_PERIOD, BUDGET_RUNTIME, FAST_REFUSAL_MS, PROBE_CONNECTIONS, REPLY_SIZE,
-    WORK, WORK_RIG,
+    Point, Records, BUDGET_PERIOD, BUDGET_RUNTIME, FAST_REFUSAL_MS, NGINX, NGINX_LIMIT_CONN,
+    NGINX_WORK_BYTES, PROBE_CONNECTIONS, REPLY_SIZE, SERVE, SMALL_BACKLOG, WORK, WORK_RIG,
 };
 use crate::plot::{Chart, Figure, Series};
 
 fn label(p: &Point) -> String {
-    if p.rig == WORK_RIG {
-        format!("{} {}×{}", p.policy, p.backend, p.threads)
+    let who = match p.server.as_str() {
+        SERVE => String::new(),
+        NGINX => format!("{NGINX} "),
+        other => format!("{} ", other.trim_start_matches("evq ")),
+    };
+    let what = if p.server == NGINX {
+        p.policy.clone()
     } else {
-        format!("{} {}×{} ({} rig)", p.policy, p.backend, p.threads, p.rig)
+        format!("{} {}×{}", p.policy, p.backend, p.threads)
+    };
+    if p.rig == WORK_RIG {
+        format!("{who}{what}")
+    } else {
+        format!("{who}{what} ({} rig)", p.rig)
     }
 }
 
 /// One series per (policy, backend, threads), x = offered over capacity.
 fn lines(points: &[Point], y: fn(&Point) -> f64) -> Vec<Series> {
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<(String, bool)> = Vec::new();
     for p in points {
-        if !names.contains(&label(p)) {
-            names.push(label(p));
+        if !names.iter().any(|(n, _)| *n == label(p)) {
+            names.push((label(p), p.policy == JUDGED && p.server != NGINX));
         }
     }
     names
         .into_iter()
-        .map(|name| {
+        .map(|(name, evq)| {
             let mut pts: Vec<(f64, f64)> = points
                 .iter()
                 .filter(|p| label(p) == name)
@@ -33,7 +43,7 @@ fn lines(points: &[Point], y: fn(&Point) -> f64) -> Vec<Series> {
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             Series {
-                evq: name.starts_with(JUDGED),
+                evq,
                 name,
                 points: pts,
             }
@@ -57,12 +67,12 @@ pub fn figures(r: &Records) -> Vec<Figure> {
         Figure::new(
             "overload-goodput",
             "Goodput (replies within the client timeout) as offered load passes capacity: a policy that holds stays near 1.0; no control falls.",
-            Chart::linear(format!("evq serve under overload: goodput (timeout {t} s)"), x, "goodput (× capacity)", lines(&r.points, |p| p.goodput_over_capacity)),
+            Chart::linear(format!("under overload: goodput (timeout {t} s)"), x, "goodput (× capacity)", lines(&r.points, |p| p.goodput_over_capacity)),
         ),
         Figure::new(
             "overload-p99",
             "p99 latency of the replies that were served: a policy that refuses early keeps it near the unloaded value.",
-            Chart::linear("evq serve under overload: p99 of served replies".into(), x, "p99 (ms)", lines(&r.points, |p| p.p99_ms)),
+            Chart::linear("under overload: p99 of served replies".into(), x, "p99 (ms)", lines(&r.points, |p| p.p99_ms)),
         ),
         Figure::new(
             "overload-refused-fast",
@@ -101,6 +111,15 @@ pub fn notes(r: &Records) -> Vec<String> {
             format!("a {REPLY_SIZE} B static reply, each worker thread on a CPU budget of {} µs per {} µs (SCHED_DEADLINE; the rig of earlier rounds). The kernel enforces the budget at its tick (4 ms at HZ=250), so the server runs in bursts and then stands still for tens of milliseconds while connections queue with the listener open — a container throttled by its CPU quota; `pulse` refuses free only while it is not listening, so there it falls back to resetting the queue as `gate` does", BUDGET_RUNTIME.as_micros(), BUDGET_PERIOD.as_micros())
         };
         notes.push(format!("{rig} rig: {how}. Capacity probe: {:.1} s closed loop of {PROBE_CONNECTIONS} connections: {}.", pl.probe_s, probes(rig)));
+    }
+    let others: Vec<String> = r
+        .rig_probes
+        .iter()
+        .filter(|(g, ..)| g.contains(' '))
+        .map(|(g, b, t, c)| format!("{g} {b}×{t} {c:.0}/s"))
+        .collect();
+    if !pl.proxy_policies.is_empty() || !pl.nginx.is_empty() {
+        notes.push(format!("Beside `evq serve`: `evq proxy` (policies {:?}) in this process in front of an `evq serve` origin without work, the proxy spending {} µs of CPU on each request (`--work-us`, a proxy's own work such as TLS), proxy and origin on the server's CPU; and nginx (configurations {:?}: `default` as the lab configures it for every comparison, backlog 4096; `tuned` as a user tunes it against overload, `listen … backlog={SMALL_BACKLOG}` and `limit_conn` of {NGINX_LIMIT_CONN} connections answered with 503), one worker pinned to the server's CPU, whose work is `gzip_comp_level 9` of a {} KiB text for each request (`Accept-Encoding: gzip`), near evq's {} µs. Their capacities: {}.", pl.proxy_policies, WORK.as_micros(), pl.nginx, NGINX_WORK_BYTES / 1024, WORK.as_micros(), if others.is_empty() { "not probed".to_string() } else { others.join(", ") }));
     }
     notes.push(format!(
         "Overload: `evq serve` in this process, one listening socket per thread (`--accept reuseport`), so that one `evq load` thread can offer it {:?} × its capacity. Each point: a fresh server, an open loop of one request per connection for {} s, client timeout {} s (also the servers' `--deadline` and `--late-after` for every policy but none), refusals within {FAST_REFUSAL_MS} ms count as fast. Goodput counts the schedule's last three quarters; the p99 and fast-refusal claims count the requests due in them (the first quarter is the overload's onset). Capacity for the ratios = the peak goodput of the `none` sweep of the same (rig, backend, threads) in this run. Policies are rotated from point to point. One run per point.",
@@ -144,6 +163,8 @@ pub fn notes(r: &Records) -> Vec<String> {
 pub fn commands(r: &Records) -> Vec<String> {
     vec![
         "evq serve --backend B --threads T --accept reuseport --reply-size 1024 --work-us 400 --overload none|seed001|gate|codel|pulse --deadline D --late-after D --listen 127.0.0.1:P   (work rig; quota rig: no --work-us, the threads on SCHED_DEADLINE 100 µs per 1 ms)".into(),
+        "evq proxy --origin 127.0.0.1:O --work-us 400 --overload none|seed001|pulse --deadline D --late-after D --listen 127.0.0.1:P   (in front of evq serve --listen 127.0.0.1:O)".into(),
+        "nginx -c nginx.conf   (one worker; gzip on; gzip_comp_level 9; gzip_types *; tuned: listen … backlog=64; limit_conn_zone $server_name zone=all:1m; limit_conn all 64; limit_conn_status 503; the load asks for /work.txt with Accept-Encoding: gzip)".into(),
         format!(
             "evq load --server 127.0.0.1 --port P --rate R --num-conns R×{} --num-calls 1 --timeout {} --fast-refusal {} --warm-up {} --hog   (R = {:?} × the probed capacity)",
             r.plan.window_s,

@@ -2,7 +2,9 @@
 //! nothing to judge.
 
 use super::judge::{self, JUDGED};
-use super::measure::{fill_ratios, plan, Point, Records};
+use super::measure::{
+    fill_ratios, plan, Point, Records, NGINX, NGINX_DEFAULT, NGINX_TUNED, PROXY, SERVE,
+};
 use super::Overload;
 use crate::experiment::testing::verdict;
 use crate::experiment::{Experiment, RunSize};
@@ -16,6 +18,7 @@ fn point(policy: &str, threads: usize, multiple: f64, goodput: f64) -> Point {
     let served = goodput as u64;
     Point {
         rig: "work".into(),
+        server: SERVE.into(),
         steady: None,
         policy: policy.into(),
         backend: "epoll".into(),
@@ -82,11 +85,100 @@ fn records() -> Records {
     }
 }
 
+/// The records with a proxy series and both nginx configurations: pulse
+/// holds 107% and 102% of its capacity at 3× and 5× refusing everyone else
+/// fast, the proxy 96% and 95%, nginx tuned 95% with its unserved clients
+/// timing out, nginx as configured 50%.
+fn with_peers() -> Records {
+    let mut r = records();
+    for (m, g) in [
+        (0.5, 500.0),
+        (0.9, 900.0),
+        (2.0, 980.0),
+        (3.0, 960.0),
+        (5.0, 950.0),
+    ] {
+        let mut proxy = point(JUDGED, 1, m, g);
+        proxy.server = PROXY.into();
+        let mut none = point("none", 1, m, if m < 1.0 { g } else { 1000.0 });
+        none.server = PROXY.into();
+        r.points.push(proxy);
+        r.points.push(none);
+        for (config, goodput) in [
+            (NGINX_DEFAULT, if m < 1.0 { g } else { 500.0 }),
+            (NGINX_TUNED, if m < 1.0 { g } else { 950.0 }),
+        ] {
+            let mut n = point(config, 1, m, goodput);
+            n.server = NGINX.into();
+            // nginx's unserved time out.
+            n.timed_out = n.refused;
+            n.refused = 0;
+            n.refused_fast = 0;
+            r.points.push(n);
+        }
+    }
+    // nginx's capacity (its default configuration's peak): 1000/s.
+    edit_server(&mut r, NGINX, NGINX_DEFAULT, 0.9, |p| {
+        p.goodput_per_s = 1000.0
+    });
+    fill_ratios(&mut r.points);
+    r
+}
+
+#[test]
+fn the_proxy_and_nginx_rules() {
+    let mut r = with_peers();
+    assert_eq!(v(&r, judge::PROXY_GOODPUT), Holds);
+    assert_eq!(v(&r, judge::BEATS_NGINX), Holds, "0.96 ≥ 0.95 − 0.02");
+    assert_eq!(
+        v(&r, judge::FASTER_THAN_NGINX),
+        Holds,
+        "100% fast against 0%"
+    );
+    // nginx tuned at 110% of its capacity at 5×, pulse at 102% of its own:
+    // more than 2 points behind.
+    for p in r
+        .points
+        .iter_mut()
+        .filter(|p| p.server == NGINX && p.policy == NGINX_TUNED && p.multiple == 5.0)
+    {
+        p.goodput_over_capacity = 1.10;
+    }
+    assert_eq!(v(&r, judge::BEATS_NGINX), Differs);
+    // nginx refusing everyone fast too: not faster.
+    for p in r.points.iter_mut().filter(|p| p.server == NGINX) {
+        p.refused_fast = p.timed_out;
+        p.refused = p.timed_out;
+        p.timed_out = 0;
+    }
+    assert_eq!(v(&r, judge::FASTER_THAN_NGINX), Differs);
+    // The proxy at 3× below 95%.
+    edit_server(&mut r, PROXY, JUDGED, 3.0, |p| {
+        p.goodput_over_capacity = 0.9
+    });
+    assert_eq!(v(&r, judge::PROXY_GOODPUT), Differs);
+    // An nginx point missing: not measured.
+    r.points
+        .retain(|p| !(p.server == NGINX && p.multiple == 3.0));
+    assert_eq!(v(&r, judge::BEATS_NGINX), NotMeasured);
+}
+
+fn edit_server(r: &mut Records, server: &str, policy: &str, m: f64, f: impl Fn(&mut Point)) {
+    let p = r
+        .points
+        .iter_mut()
+        .find(|p| p.server == server && p.policy == policy && p.threads == 1 && p.multiple == m)
+        .expect("point");
+    f(p);
+}
+
 fn edit(r: &mut Records, policy: &str, threads: usize, m: f64, f: impl Fn(&mut Point)) {
     let p = r
         .points
         .iter_mut()
-        .find(|p| p.policy == policy && p.threads == threads && p.multiple == m)
+        .find(|p| {
+            p.server == SERVE && p.policy == policy && p.threads == threads && p.multiple == m
+        })
         .expect("point");
     f(p);
 }
@@ -194,6 +286,14 @@ fn every_claim_is_judged_and_figures_have_every_series() {
         6,
         "3 policies × 2 thread counts"
     );
+    // The proxy and nginx claims have no points here: not measured.
+    for claim in [
+        judge::PROXY_GOODPUT,
+        judge::BEATS_NGINX,
+        judge::FASTER_THAN_NGINX,
+    ] {
+        assert_eq!(v(&r, claim), NotMeasured, "{claim}");
+    }
 }
 
 #[test]
@@ -202,9 +302,14 @@ fn smoke_and_quick_stay_small() {
     for size in [RunSize::Smoke, RunSize::Quick] {
         let p = plan(size);
         let shapes = p.threads.len() + p.backends.len() - 1;
-        let secs = shapes as f64
-            * (p.probe_s
-                + (p.policies.len() * p.multiples.len()) as f64 * (p.window_s + p.timeout_s + 0.2));
+        let per_point = p.window_s + p.timeout_s + 0.2;
+        let series = |names: usize| p.probe_s + (names * p.multiples.len()) as f64 * per_point;
+        let extra = [p.proxy_policies.len(), p.nginx.len()]
+            .iter()
+            .filter(|&&n| n > 0)
+            .map(|&n| series(n))
+            .sum::<f64>();
+        let secs = shapes as f64 * series(p.policies.len()) + extra;
         assert!(secs < 200.0, "{size:?}: {secs} s");
     }
 }
