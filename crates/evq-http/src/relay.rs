@@ -537,6 +537,7 @@ impl Relay {
     /// Starts an exchange if a complete request head is buffered. True if the
     /// client's state changed.
     fn start_exchange(&mut self, i: usize) -> bool {
+        self.unpark_buffers(i);
         let c = &mut self.clients[i];
         let mut headers = [httparse::EMPTY_HEADER; crate::request::MAX_HEADERS];
         let mut req = httparse::Request::new(&mut headers);
@@ -754,7 +755,42 @@ impl Relay {
                 Err(_) => return self.close_client(i),
             }
         }
+        self.park_buffers(i);
         self.update_client_interest(i);
+    }
+
+    /// A quiet client (no exchange, nothing read, nothing left to send)
+    /// holds no buffer: its input, output and request-head buffers go back
+    /// to the pools until bytes arrive again, as the server's connections
+    /// do. An idle keep-alive client then costs its slot, its registration
+    /// and a timer, and thousands of cold ones do not spread the hot
+    /// clients' buffers over memory.
+    fn park_buffers(&mut self, i: usize) {
+        let c = &mut self.clients[i];
+        if c.exchange || c.lingering || c.in_len > 0 || c.out_pos < c.out.len() {
+            return;
+        }
+        let inbuf = std::mem::take(&mut c.inbuf);
+        let mut out = std::mem::take(&mut c.out);
+        let mut head = std::mem::take(&mut c.sent_head);
+        c.out_pos = 0;
+        out.clear();
+        head.clear();
+        let open = self.clients.len() - self.free_clients.len();
+        self.head_buffers.give(inbuf, open);
+        self.out_buffers.give(out, open);
+        self.out_buffers.give(head, open);
+    }
+
+    /// Output and request-head buffers for an exchange about to start, from
+    /// the pool where it has spares.
+    fn unpark_buffers(&mut self, i: usize) {
+        if self.clients[i].out.capacity() == 0 {
+            self.clients[i].out = self.out_buffers.take().unwrap_or_default();
+        }
+        if self.clients[i].sent_head.capacity() == 0 {
+            self.clients[i].sent_head = self.out_buffers.take().unwrap_or_default();
+        }
     }
 
     /// Whether the client's next bytes are wanted. During an exchange the client
@@ -1127,9 +1163,6 @@ impl Intake for Relay {
                 self.clients.len() - 1
             }
         };
-        if self.clients[i].out.capacity() == 0 {
-            self.clients[i].out = self.out_buffers.take().unwrap_or_default();
-        }
         let now = self.now;
         self.clients[i].open(fd, now);
         let d = later(self.now, self.cfg.idle_timeout);
