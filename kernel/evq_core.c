@@ -590,7 +590,8 @@ static bool evq_reg_stale_locked(const struct evq_reg *reg)
  * Moves up to @want live registrations from @txlist into @b; disarmed
  * oneshots are dropped, stale ones set aside in @b->stale. q->lock held.
  */
-static unsigned int evq_pop_locked(struct list_head *txlist, struct evq_batch *b, unsigned int want)
+static __always_inline unsigned int evq_pop_locked(struct list_head *txlist, struct evq_batch *b,
+						   unsigned int want)
 {
 	unsigned int k = 0;
 
@@ -610,7 +611,7 @@ static unsigned int evq_pop_locked(struct list_head *txlist, struct evq_batch *b
 }
 
 /* Stale registrations found by evq_pop_locked. q->mtx held, q->lock not. */
-static void evq_drop_stale(struct evq_queue *q, struct evq_batch *b)
+static noinline void evq_drop_stale(struct evq_queue *q, struct evq_batch *b)
 {
 	unsigned int i;
 
@@ -623,7 +624,8 @@ static void evq_drop_stale(struct evq_queue *q, struct evq_batch *b)
  * Polls the popped registrations, keeping those still ready (compacted at the
  * front of @b). q->mtx held, q->lock not.
  */
-static unsigned int evq_poll_batch(struct evq_queue *q, struct evq_batch *b, unsigned int k)
+static __always_inline unsigned int evq_poll_batch(struct evq_queue *q, struct evq_batch *b,
+						   unsigned int k)
 {
 	poll_table pt;
 	unsigned int i, n = 0;
@@ -664,8 +666,8 @@ static void evq_commit_locked(struct evq_queue *q, struct evq_reg *reg)
  * Writes @n events straight into user memory (as epoll_put_uevent does: no
  * staging copy). Returns false if the memory faulted.
  */
-static bool evq_put_events(struct evq_batch *b, unsigned int n, enum evq_out_kind kind,
-			   void __user *ubuf)
+static __always_inline bool evq_put_events(struct evq_batch *b, unsigned int n,
+					   enum evq_out_kind kind, void __user *ubuf)
 {
 	unsigned int i;
 
@@ -716,10 +718,11 @@ static long evq_send_events(struct evq_queue *q, struct evq_out *out)
 	unsigned int res = 0, k, n, i;
 	long err = 0;
 
+	b.nstale = 0;
 	mutex_lock(&q->mtx);
 	spin_lock_irq(&q->lock);
 	list_splice_init(&q->rdllist, &txlist);
-	while (res < out->max &&
+	while (res < out->max && !list_empty(&txlist) &&
 	       (k = evq_pop_locked(&txlist, &b, min_t(unsigned int, out->max - res, EVQ_CHUNK)))) {
 		spin_unlock_irq(&q->lock);
 		n = evq_poll_batch(q, &b, k);
@@ -870,8 +873,25 @@ static noinline bool evq_sleep(struct evq_queue *q, ktime_t *to, u64 slack)
 	return !timed_out;
 }
 
-/* GET_NEXT_EVENT / DP_POLL (ep_poll): harvest, or sleep until something is ready. */
-long evq_wait_events(struct evq_queue *q, struct evq_out *out, s64 timeout_ns)
+/* One harvest: into the ring or into the caller's array. */
+static __always_inline long evq_harvest(struct evq_queue *q, struct evq_out *out)
+{
+	if (out->kind == EVQ_OUT_RING)
+		return evq_ring_produce(q);
+	/*
+	 * Nothing on the ready list: no need for the mutex (ep_poll's
+	 * ep_events_available). A registration a concurrent dequeuer holds on
+	 * its private list is not lost: that dequeuer puts back what it leaves
+	 * and wakes the sleepers, and evq_sleep looks again under q->lock
+	 * before it sleeps.
+	 */
+	if (list_empty_careful(&q->rdllist))
+		return 0;
+	return evq_send_events(q, out);
+}
+
+/* Nothing was ready at the first look: sweep, then sleep, harvest, repeat. */
+static noinline long evq_wait_slow(struct evq_queue *q, struct evq_out *out, s64 timeout_ns)
 {
 	ktime_t expires = 0, *to = NULL;
 	bool timed_out = false;
@@ -887,12 +907,6 @@ long evq_wait_events(struct evq_queue *q, struct evq_out *out, s64 timeout_ns)
 	}
 
 	for (;;) {
-		if (out->kind == EVQ_OUT_RING)
-			res = evq_ring_produce(q);
-		else
-			res = evq_send_events(q, out);
-		if (res)
-			return res;
 		/* Nothing ready: a good moment to look for closed descriptors. */
 		mutex_lock(&q->mtx);
 		evq_sweep(q, EVQ_SWEEP_IDLE);
@@ -903,7 +917,24 @@ long evq_wait_events(struct evq_queue *q, struct evq_out *out, s64 timeout_ns)
 			return -EINTR;
 		/* One more harvest follows a timeout: a wake-up may have raced it. */
 		timed_out = !evq_sleep(q, to, slack);
+		res = evq_harvest(q, out);
+		if (res)
+			return res;
 	}
+}
+
+/*
+ * GET_NEXT_EVENT / DP_POLL (ep_poll): harvest, or sleep until something is
+ * ready. The deadline is taken when the first look found nothing, so a call
+ * that finds events ready pays for no clock read, timer or wait entry.
+ */
+long evq_wait_events(struct evq_queue *q, struct evq_out *out, s64 timeout_ns)
+{
+	long res = evq_harvest(q, out);
+
+	if (res)
+		return res;
+	return evq_wait_slow(q, out, timeout_ns);
 }
 
 /* ---------------------------------------------------- ring set-up */
