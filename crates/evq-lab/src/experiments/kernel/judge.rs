@@ -91,7 +91,7 @@ fn notes(vm: &VmRun) -> Vec<String> {
             "The benchmark boot's clock is {}: under qemu's -icount shift=0 the guest clock advances 1 ns per executed guest instruction, so its \"ns\" are instructions — repeatable on this shared machine and blind to caches and TLBs. TCG is not real hardware: only ratios between methods of one boot are reported. Wake-one also runs in the test boot, on several CPUs under multi-threaded TCG (real concurrency, real time).",
             if vm.bench_clock.is_empty() { "unknown" } else { &vm.bench_clock }
         ),
-        "Figure 8 runs evq's own HTTP server, cold-connection holder and load client in the benchmark boot's one CPU: the rate counts the client's instructions too, which dilutes the servers' differences compared with the seed's separate client machines.".into(),
+        "Figure 8 runs evq's own HTTP server, cold-connection holder and load client on the one CPU of a boot of its own (-icount): the rate counts the client's instructions too, which dilutes the servers' differences compared with the seed's separate client machines.".into(),
     ]
 }
 
@@ -408,7 +408,7 @@ fn figure8(vm: &VmRun) -> ClaimCheck {
                 p.len()
             )
         } else if p.is_empty() {
-            "Figure 8 was not part of this run (its suite, figure8, is slow under -icount: `scripts/vm-test --suites …,figure8`, which the lab's full size runs)".into()
+            "Figure 8 was not part of this run (its suite, figure8, is off by default in scripts/vm-test: `scripts/vm-test --suites …,figure8`, which the lab's quick and full sizes run)".into()
         } else {
             format!(
                 "throughput kept at {max_cold} cold connections (vs 0): {}; load errors {errors}{}",
