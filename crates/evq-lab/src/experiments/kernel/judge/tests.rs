@@ -4,7 +4,7 @@
 use super::*;
 use crate::experiment::testing::{recorded, the, verdict};
 use crate::experiment::Outcome;
-use crate::experiments::kernel::Kernel;
+use crate::experiments::kernel::{Kernel, Suite};
 use crate::verdict::Verdict::{self, Differs, Holds, NotMeasured};
 use crate::Experiment;
 
@@ -36,25 +36,25 @@ fn fig1<'a>(v: &'a mut VmRun, method: &str, fds: u64) -> &'a mut Figure1Point {
     })
 }
 
-/// The recorded run (a quick `scripts/vm-test` on the 2-core machine under a load
-/// average of 20) as it was judged: torture's 4-thread cases counted 2 of their
-/// last notifications unseen within its 5-second wall-clock limit on each kmod
-/// flavour, the benchmark boot
-/// hit its time limit inside Figure 8 (before any cold point), and the ioctl path
-/// costs 1.44× epoll's wait.
+/// The recorded run (`scripts/vm-test` with the lab's quick suites, Figure 8
+/// included, on the 2-core machine under a load average of about 3) as it was
+/// judged: every suite that ran passed and the kernel log is clean, but the
+/// model test never ran in the VM (it moved to `crates/evq-fuzz`, which
+/// `scripts/vm-test` does not build), and the ioctl path costs 1.34× epoll's
+/// wait; Figure 8 holds (kmod 101%, kmod-ring 100%, select 93% at 900 cold).
 #[test]
 fn the_recorded_run_is_judged_claim_by_claim() {
     let r = records();
     let want = [
         (CONFORMANCE, Differs),
         (MODULE_SUITES, Holds),
-        (CLEAN_KERNEL, Differs),
+        (CLEAN_KERNEL, Holds),
         (RING_VS_EPOLL, Holds),
         (IOCTL_VS_EPOLL, Differs),
         (FLAT, Holds),
         (DEVPOLL_VS_POLL, Holds),
         (WAKE_ONE, Holds),
-        (FIGURE8, NotMeasured),
+        (FIGURE8, Holds),
     ];
     assert_eq!(want.len(), CLAIMS.len());
     for (claim, verdict) in want {
@@ -62,9 +62,19 @@ fn the_recorded_run_is_judged_claim_by_claim() {
     }
 }
 
-/// `claim` after `change`, on the recorded run with clean torture ledgers.
+/// `claim` after `change`, on the recorded run with clean torture ledgers and
+/// the model test in place: the recorded run has none, because the model moved
+/// from `crates/evq/tests` to `crates/evq-fuzz` and `scripts/vm-test` builds
+/// only evq's and evq-compat's tests.
 fn after_clean_torture(claim: &str, change: impl FnOnce(&mut VmRun)) -> Verdict {
     after(claim, |v| {
+        if !v.suites.iter().any(|s| s.name == "rust_evq-model") {
+            v.suites.push(Suite {
+                name: "rust_evq-model".into(),
+                rc: Some(0),
+                seconds: Some(1),
+            });
+        }
         for c in &mut v.torture {
             c.lost = 0;
             c.wakeups_lost = 0;
@@ -294,9 +304,9 @@ fn wake_one_needs_one_wakeup_and_an_even_spread_in_every_run() {
     );
 }
 
-/// The recorded run's Figure 8 never reached a cold point (its boot timed out):
-/// a whole figure built from its first point, kmod and epoll keeping 95% at 900
-/// cold connections and select 60%, every cold connection held.
+/// A whole figure built from the recorded run's first point, kmod and epoll
+/// keeping 95% at 900 cold connections and select 60%, every cold connection
+/// held.
 fn after_figure8(change: impl FnOnce(&mut VmRun)) -> Verdict {
     after(FIGURE8, |v| {
         let template = v.figure8[0].clone();
