@@ -167,6 +167,7 @@ fn lab_smoke_writes_a_well_formed_report() {
         "herd",
         "proxy",
         "load-client",
+        "multicore",
         "async",
         "reliability",
         "kernel",

@@ -8,6 +8,7 @@ pub mod cold_connections;
 pub mod herd;
 pub mod kernel;
 pub mod load_client;
+pub mod multicore;
 pub mod overload;
 pub mod pipe_scaling;
 pub mod proxy;
@@ -27,6 +28,7 @@ pub const ALL: &[&dyn Scenario] = &[
     &herd::Herd,
     &proxy::Proxy,
     &load_client::LoadClient,
+    &multicore::Multicore,
     &async_runtimes::AsyncRuntimes,
     &reliability::Reliability,
     &kernel::Kernel,

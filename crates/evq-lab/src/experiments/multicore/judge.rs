@@ -1,0 +1,193 @@
+//! The multicore claims, notes and figures: pure functions of the runs.
+
+use super::{Records, ScalingRun};
+use crate::plot::{Chart, Figure, Series};
+use crate::verdict::ClaimCheck;
+
+/// Scaling of evq serve itself.
+pub const LINEAR: &str = "evq serve scales to at least 0.85× linear at the most worker threads measured with the load client on CPUs of its own (issue 17)";
+/// Against the peers.
+pub const AHEAD: &str = "evq serve serves at least as many requests per second as nginx and h2o at every thread count (within 3%) (issue 17)";
+/// Share of linear the claim asks for.
+pub const LINEAR_SHARE: f64 = 0.85;
+/// How far behind a peer still counts as level.
+pub const LEVEL: f64 = 0.97;
+
+/// Mean requests per second of `server` at `threads` over the run's rounds.
+pub fn mean(run: &ScalingRun, server: &str, threads: u32) -> Option<f64> {
+    let v: Vec<f64> = run
+        .points
+        .iter()
+        .filter(|p| p.server == server && p.threads == threads && p.requests_per_s > 0.0)
+        .map(|p| p.requests_per_s)
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The thread counts of a run, ascending.
+pub fn thread_counts(run: &ScalingRun) -> Vec<u32> {
+    let mut t: Vec<u32> = run.points.iter().map(|p| p.threads).collect();
+    t.sort_unstable();
+    t.dedup();
+    t
+}
+
+/// Requests per second at `threads` over `threads` × the one-thread rate.
+pub fn linear_share(run: &ScalingRun, server: &str, threads: u32) -> Option<f64> {
+    let one = mean(run, server, 1)?;
+    Some(mean(run, server, threads)? / (f64::from(threads) * one))
+}
+
+fn client(run: &ScalingRun) -> String {
+    if run.client_cpus > 0 {
+        format!("wrk on {} CPUs", run.client_cpus)
+    } else {
+        "wrk on the CPUs the servers did not have".into()
+    }
+}
+
+/// Scaling at the judged run's most threads.
+pub fn check_linear(r: &Records) -> ClaimCheck {
+    let Some(run) = r.runs.first() else {
+        return ClaimCheck::judged(LINEAR, "no run".into(), None, "");
+    };
+    let most = thread_counts(run).last().copied().unwrap_or(1);
+    let share = (most > 1).then(|| linear_share(run, "evq", most)).flatten();
+    let measured = match (share, mean(run, "evq", 1), mean(run, "evq", most)) {
+        (Some(s), Some(one), Some(m)) => format!(
+            "{}: 1 thread {:.0}k req/s, {most} threads {:.0}k req/s = {:.2}× linear (nginx {}, h2o {})",
+            client(run),
+            one / 1e3,
+            m / 1e3,
+            s,
+            linear_share(run, "nginx", most).map_or("—".into(), |s| format!("{s:.2}×")),
+            linear_share(run, "h2o", most).map_or("—".into(), |s| format!("{s:.2}×")),
+        ),
+        _ => "no evq points at 1 and at more threads".into(),
+    };
+    ClaimCheck::judged(
+        LINEAR,
+        measured,
+        share.map(|s| s >= LINEAR_SHARE),
+        "× linear = mean req/s over the rounds at N threads ÷ (N × the mean at 1), in the run whose load client had the most CPUs of its own; holds if ≥ 0.85 at its most threads; not measured without points at 1 and at more",
+    )
+}
+
+/// evq against nginx and h2o at every thread count of every run.
+pub fn check_ahead(r: &Records) -> ClaimCheck {
+    let mut measured = Vec::new();
+    let mut holds = (!r.runs.is_empty()).then_some(true);
+    for run in &r.runs {
+        for t in thread_counts(run) {
+            let Some(ours) = mean(run, "evq", t) else {
+                holds = None;
+                continue;
+            };
+            let mut line = format!(
+                "{}, {t} thread{}: evq {:.0}k",
+                client(run),
+                if t == 1 { "" } else { "s" },
+                ours / 1e3
+            );
+            for peer in ["nginx", "h2o"] {
+                match mean(run, peer, t) {
+                    Some(theirs) => {
+                        line.push_str(&format!(
+                            ", {peer} {:.0}k ({:.2}×)",
+                            theirs / 1e3,
+                            ours / theirs
+                        ));
+                        holds = holds.map(|h| h && ours >= LEVEL * theirs);
+                    }
+                    None => holds = None,
+                }
+            }
+            measured.push(line);
+        }
+    }
+    ClaimCheck::judged(
+        AHEAD,
+        measured.join("; "),
+        holds,
+        "mean req/s over the rounds; holds if evq's is at least 0.97 × each peer's at every thread count of every run; not measured if a point is missing",
+    )
+}
+
+/// Method notes.
+pub fn notes(r: &Records) -> Vec<String> {
+    let mut notes = vec![format!(
+        "Measured on {}, not on this machine (two CPUs cannot hold a multi-threaded server and its client apart). Each server with N workers pinned to CPUs 0..N−1, wrk (`-t` = its CPUs, 64 connections per server worker) pinned to the top CPUs; a 1 KiB static file, keep-alive; evq serve `--accept reuseport --overload none`, nginx `worker_processes N` with `reuseport`, h2o `num-threads N`; rounds interleave the servers.",
+        r.machine
+    )];
+    for run in &r.runs {
+        let rounds = run.points.iter().map(|p| p.round).max().unwrap_or(0);
+        let errors: Vec<String> = run
+            .points
+            .iter()
+            .filter_map(|p| {
+                p.error
+                    .as_ref()
+                    .map(|e| format!("{} × {}: {e}", p.server, p.threads))
+            })
+            .collect();
+        notes.push(format!(
+            "{} ({}, {rounds} rounds, threads {:?}){}.",
+            run.file,
+            client(run),
+            thread_counts(run),
+            if errors.is_empty() {
+                String::new()
+            } else {
+                format!("; failed points: {}", errors.join(", "))
+            }
+        ));
+    }
+    notes.push("With as many server threads as wrk has CPUs, wrk may be the limit: read the most threads of a run with that in mind.".into());
+    notes
+}
+
+/// Requests per second and share of linear against threads, a line per
+/// (run, server).
+pub fn figures(r: &Records) -> Vec<Figure> {
+    let lines = |y: &dyn Fn(&ScalingRun, &str, u32) -> Option<f64>| -> Vec<Series> {
+        let mut out = Vec::new();
+        for run in &r.runs {
+            for server in ["evq", "nginx", "h2o"] {
+                let points: Vec<(f64, f64)> = thread_counts(run)
+                    .into_iter()
+                    .filter_map(|t| y(run, server, t).map(|v| (f64::from(t), v)))
+                    .collect();
+                if !points.is_empty() {
+                    out.push(Series {
+                        name: format!("{server} ({})", client(run)),
+                        points,
+                        evq: server == "evq",
+                    });
+                }
+            }
+        }
+        out
+    };
+    vec![
+        Figure::new(
+            "multicore-throughput",
+            "Requests per second against worker threads on a 16-CPU machine, 1 KiB keep-alive: evq serve, nginx and h2o.",
+            Chart::linear(
+                "multi-core scaling (a lent 16-CPU machine)".into(),
+                "worker threads",
+                "requests/s",
+                lines(&|run, s, t| mean(run, s, t)),
+            ),
+        ),
+        Figure::new(
+            "multicore-linear",
+            "Share of linear scaling: requests per second at N threads over N × the one-thread rate (1.0 is linear).",
+            Chart::linear(
+                "share of linear scaling".into(),
+                "worker threads",
+                "× linear",
+                lines(&|run, s, t| linear_share(run, s, t)),
+            ),
+        ),
+    ]
+}
