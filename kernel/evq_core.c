@@ -152,6 +152,42 @@ static int evq_ring_post_locked(struct evq_queue *q, struct evq_reg *reg, u32 ma
 	return 1;
 }
 
+/*
+ * Merges @mask into @reg's live slot, if it has one; never posts a new slot.
+ * For a oneshot that fired into the ring and was not taken yet: a later
+ * wake-up coalesces into its slot as into any live slot (the one report then
+ * says what happened up to the take, as event mode's does), and a oneshot
+ * still posts at most one slot per arming. q->lock held.
+ */
+static void evq_ring_merge_locked(struct evq_queue *q, struct evq_reg *reg, u32 mask)
+{
+	struct evq_ring *ring = q->ring;
+	struct evq_event *slot;
+	u32 head, old;
+
+	if (!ring || !reg->in_ring || !mask)
+		return;
+	/* Acquire as in evq_ring_post_locked; a nonsensical head merges nothing. */
+	head = smp_load_acquire(&ring->hdr->head);
+	if (ring->tail - head > ring->entries)
+		return;
+	slot = evq_ring_live_slot_locked(ring, reg, head);
+	if (!slot)
+		return;
+	old = READ_ONCE(slot->mask);
+	while (old) {
+		u32 seen = cmpxchg(&slot->mask, old, old | mask);
+
+		if (seen == old) {
+			ring->hdr->coalesced++;
+			return;
+		}
+		old = seen;
+	}
+	/* Taken meanwhile: that was the arming's one report. */
+	reg->in_ring = 0;
+}
+
 /* Withdraws @reg's live slot (revoke, modify, release). q->lock held. */
 static void evq_ring_cancel_locked(struct evq_queue *q, struct evq_reg *reg)
 {
@@ -264,9 +300,21 @@ static int evq_poll_callback(wait_queue_entry_t *wait, unsigned int mode, int sy
 	bool took = false;
 
 	spin_lock_irqsave(&q->lock, flags);
-	/* Disarmed oneshot, or a key that does not answer the interest. */
-	if (reg->disabled || (pollflags && !(pollflags & reg->events)))
+	/* A key that does not answer the interest. */
+	if (pollflags && !(pollflags & reg->events))
 		goto out_unlock;
+	/*
+	 * A disarmed oneshot: nothing new, but if it fired into the ring and its
+	 * slot is not taken yet, the key's bits join that slot (README, "The
+	 * ring": a later wake-up merges into a live slot). Without this its one
+	 * report lacked what arrived between the post and the take.
+	 */
+	if (reg->disabled) {
+		if (pollflags & ~POLLFREE)
+			evq_ring_merge_locked(q, reg,
+					      evq_poll_to_state(pollflags & reg->events) & reg->report);
+		goto out_unlock;
+	}
 	took = evq_enqueue_locked(q, reg, pollflags & ~POLLFREE, false, sync);
 	if (took)
 		q->stats.wakeups++;
