@@ -31,8 +31,11 @@ pub(crate) trait Intake {
     fn has_room(&mut self) -> bool;
     /// An admitted connection: register it and serve it.
     fn take(&mut self, fd: RawFd);
-    /// `accept` met `EMFILE`/`ENFILE`: the client behind was shed with the
-    /// spare descriptor; make room for the next ones.
+    /// `accept` met `EMFILE`/`ENFILE` with the client still waiting: close one
+    /// idle connection for it; `false` if there is none.
+    fn make_room(&mut self) -> bool;
+    /// `accept` met `EMFILE`/`ENFILE` and the client behind was shed with the
+    /// spare descriptor (nothing idle to close): make room for the next ones.
     fn out_of_descriptors(&mut self);
 }
 
@@ -58,6 +61,7 @@ pub(crate) fn on_accept<T: Intake>(t: &mut T, mut now: Instant) {
                     admit(t, fd);
                     taken += 1;
                 }
+                Next::NoDescriptor => room_or_shed(t),
                 Next::Refused => t.out_of_descriptors(),
                 Next::End => return,
             }
@@ -83,6 +87,7 @@ fn accept_pulse<T: Intake>(t: &mut T, take: usize) {
         let p = t.parts();
         match p.listener.next(p.queue) {
             Next::Conn(fd) => batch.push(fd),
+            Next::NoDescriptor => room_or_shed(t),
             Next::Refused => t.out_of_descriptors(),
             Next::End => break,
         }
@@ -103,6 +108,18 @@ fn accept_pulse<T: Intake>(t: &mut T, take: usize) {
     }
     if batch.is_empty() {
         listen_again(t, started);
+    }
+}
+
+/// Out of descriptors with a client waiting: an idle connection makes room
+/// for it (it is accepted on the next turn), or, with none idle, it is shed.
+/// Each turn closes a descriptor or sheds, so the loop ends.
+fn room_or_shed<T: Intake>(t: &mut T) {
+    t.parts().counters.fd_exhausted();
+    if !t.make_room() {
+        let p = t.parts();
+        p.listener.shed(p.queue);
+        t.out_of_descriptors();
     }
 }
 

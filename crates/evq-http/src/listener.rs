@@ -42,6 +42,9 @@ pub(crate) enum Next {
     /// A connection refused for want of descriptors or memory (shed with the
     /// spare, or accepting paused).
     Refused,
+    /// Out of descriptors, the connection still waiting: close an idle
+    /// connection and ask again, or [`Listener::shed`] it.
+    NoDescriptor,
     /// This readiness event's batch is over.
     End,
 }
@@ -124,9 +127,10 @@ impl Listener {
     pub(crate) fn next(&mut self, queue: &mut EventQueue) -> Next {
         while self.left > 0 && self.state == State::Watching {
             self.left -= 1;
-            match self.acceptor.accept(self.fd) {
+            match self.acceptor.try_accept(self.fd) {
                 Accept::Conn(fd) => return Next::Conn(fd.into_raw_fd()),
                 Accept::Skipped => {}
+                Accept::NoDescriptor(_) => return Next::NoDescriptor,
                 Accept::Shed => return Next::Refused,
                 Accept::Empty => self.left = 0,
                 Accept::Exhausted(_) => {
@@ -141,6 +145,16 @@ impl Listener {
         }
         self.end_batch(queue);
         Next::End
+    }
+
+    /// Out of descriptors with nothing to close: the spare-descriptor trick
+    /// refuses the waiting connection (or, without a spare, accepting pauses).
+    pub(crate) fn shed(&mut self, queue: &mut EventQueue) -> Next {
+        let err = std::io::Error::from_raw_os_error(libc::EMFILE);
+        if let Accept::Exhausted(_) = self.acceptor.shed(self.fd, err) {
+            self.pause(queue, true);
+        }
+        Next::Refused
     }
 
     /// Whether a readiness event must be drained to `EAGAIN` (edge and
@@ -331,7 +345,11 @@ mod tests {
         assert!(!listener.acceptor.has_spare());
         assert!(!listener_event(&mut queue));
         listener.begin();
-        assert!(matches!(listener.next(&mut queue), Next::Refused));
+        // Out of descriptors, the connection still waiting: the caller may
+        // close an idle one and ask again; with nothing to close it sheds it,
+        // and with no spare either, accepting pauses.
+        assert!(matches!(listener.next(&mut queue), Next::NoDescriptor));
+        assert!(matches!(listener.shed(&mut queue), Next::Refused));
         assert!(matches!(listener.next(&mut queue), Next::End));
         assert!(matches!(
             listener.state,

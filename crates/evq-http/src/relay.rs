@@ -69,6 +69,10 @@ struct Client {
     expects_continue: bool,
     deadline: Instant,
     timer: Option<(TimerId, Instant)>,
+    /// Exchanges finished on this connection (saturating): one with more
+    /// than one is a keep-alive client in use, reclaimed only after every
+    /// single-exchange one (`relay/reclaim.rs`).
+    exchanges: u32,
 }
 
 impl Client {
@@ -102,6 +106,7 @@ impl Client {
             expects_continue: false,
             deadline: now,
             timer: None,
+            exchanges: 0,
         }
     }
 
@@ -493,7 +498,18 @@ impl Relay {
     }
 
     fn connect_origin(&mut self) -> io::Result<usize> {
-        let fd = evq_os::connect(self.cfg.origin, evq_os::LocalBind::Kernel, true)?.into_raw_fd();
+        let fd = loop {
+            match evq_os::connect(self.cfg.origin, evq_os::LocalBind::Kernel, true) {
+                Ok(fd) => break fd.into_raw_fd(),
+                // Out of descriptors: an idle client or a pooled origin
+                // connection makes room, as for a new client (`relay/reclaim.rs`);
+                // each turn closes one, so the loop ends.
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                        && self.reclaim_idle(1) > 0 => {}
+                Err(e) => return Err(e),
+            }
+        };
         self.report.origin_connects += 1;
         let o = match self.free_origins.pop() {
             Some(o) => o,
@@ -1049,6 +1065,7 @@ impl Relay {
         self.report.relayed += 1;
         let c = &mut self.clients[i];
         c.exchange = false;
+        c.exchanges = c.exchanges.saturating_add(1);
         c.origin = None;
         if !c.keep_alive {
             c.close_after = true;
@@ -1168,6 +1185,10 @@ impl Intake for Relay {
         let d = later(self.now, self.cfg.idle_timeout);
         self.set_deadline(i, d);
         self.drive_client(i);
+    }
+
+    fn make_room(&mut self) -> bool {
+        self.reclaim_idle(1) > 0
     }
 
     fn out_of_descriptors(&mut self) {

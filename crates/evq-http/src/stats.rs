@@ -173,8 +173,9 @@ pub struct ServeReport {
     pub queue_delay_ms: Vec<(Option<u32>, u64)>,
     /// Connections closed at once because `--max-conns` were open.
     pub rejected_max_conns: u64,
-    /// Accepts that met `EMFILE`/`ENFILE` (connection accepted and closed via the
-    /// spare descriptor).
+    /// Accepts that met `EMFILE`/`ENFILE`: the waiting client then got an idle
+    /// connection's descriptor (`idle_reclaimed`), or, with none idle, was
+    /// accepted and closed via the spare descriptor.
     pub accept_fd_exhausted: u64,
     /// Idle keep-alive connections closed to make room for new clients when
     /// descriptors or `--max-conns` ran out.

@@ -786,8 +786,11 @@ impl Intake for Worker {
         }
     }
 
+    fn make_room(&mut self) -> bool {
+        self.reclaim_idle(1, true) > 0
+    }
+
     fn out_of_descriptors(&mut self) {
-        self.shared.counters[self.id].fd_exhausted();
         // Make room for the clients behind the one just shed.
         self.reclaim_idle(reclaim::EXHAUSTED_BATCH, true);
     }

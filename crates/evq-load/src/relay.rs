@@ -223,7 +223,9 @@ impl Relay {
                 Accept::Empty => return,
                 // Out of descriptors with no spare, out of memory, or a broken
                 // listener: the listener stays readable, so pause.
-                Accept::Exhausted(_) | Accept::Failed(_) => return self.pause_accepting(),
+                Accept::Exhausted(_) | Accept::NoDescriptor(_) | Accept::Failed(_) => {
+                    return self.pause_accepting()
+                }
             };
             self.report.accepted += 1;
             let _ = evq_os::socket::set_nodelay(client.as_raw_fd());

@@ -53,6 +53,10 @@ pub enum Accept {
     /// slot and closed, so the queue moves on; accept the next (it will most
     /// likely be shed the same way until descriptors are freed).
     Shed,
+    /// Out of descriptors, from [`Acceptor::try_accept`] only: the connection
+    /// still waits in the queue. Free a descriptor (an idle connection) and
+    /// accept again, or [`Acceptor::shed`] it.
+    NoDescriptor(io::Error),
     /// Out of descriptors with no spare to shed with, or out of memory: stop
     /// watching the listener until a descriptor is freed or a moment has passed,
     /// then [`Acceptor::reserve`] and watch it again.
@@ -95,8 +99,19 @@ impl Acceptor {
         }
     }
 
-    /// Accepts one connection from the non-blocking `listener`.
+    /// Accepts one connection from the non-blocking `listener`; out of
+    /// descriptors, sheds it ([`Acceptor::shed`]).
     pub fn accept(&mut self, listener: RawFd) -> Accept {
+        match self.try_accept(listener) {
+            Accept::NoDescriptor(err) => self.shed(listener, err),
+            other => other,
+        }
+    }
+
+    /// As [`Acceptor::accept`], but out of descriptors it leaves the
+    /// connection waiting and says [`Accept::NoDescriptor`]: a caller that can
+    /// close an idle connection serves the new one instead of shedding it.
+    pub fn try_accept(&mut self, listener: RawFd) -> Accept {
         loop {
             let err = match accept(listener, true) {
                 Ok(fd) => return Accept::Conn(fd),
@@ -115,16 +130,18 @@ impl Acceptor {
                 | libc::EHOSTUNREACH
                 | libc::EOPNOTSUPP
                 | libc::ENETUNREACH => Accept::Skipped,
-                libc::EMFILE | libc::ENFILE => self.shed(listener, err),
+                libc::EMFILE | libc::ENFILE => Accept::NoDescriptor(err),
                 libc::ENOBUFS | libc::ENOMEM => Accept::Exhausted(err),
                 _ => Accept::Failed(err),
             };
         }
     }
 
-    /// The trick: free the spare, take one connection into its slot and close
-    /// it, take the spare back.
-    fn shed(&mut self, listener: RawFd, err: io::Error) -> Accept {
+    /// The trick, once out of descriptors (`err` said so): free the spare,
+    /// take one waiting connection into its slot and close it, take the spare
+    /// back. [`Accept::Shed`], or [`Accept::Exhausted`] with `err` when there
+    /// is no spare to do it with.
+    pub fn shed(&mut self, listener: RawFd, err: io::Error) -> Accept {
         if self.spare.take().is_none() {
             return Accept::Exhausted(err);
         }

@@ -1,6 +1,8 @@
-//! Descriptor exhaustion: `evq serve` started with a low `RLIMIT_NOFILE` (soft
-//! and hard), then five times that many clients from 127.0.0.2, each sending a
-//! keep-alive request and staying connected. The server must not spin while it
+//! Descriptor exhaustion: `evq serve` (or `evq proxy`) started with a low
+//! `RLIMIT_NOFILE` (soft and hard), then five times that many clients from
+//! 127.0.0.2, each sending a keep-alive request and staying connected. (The
+//! proxy's descriptors are shared with its origin connections: reclaim closes
+//! pooled origin connections first, then idle clients.) The server must not spin while it
 //! cannot accept (a level-triggered listener that is readable but cannot be
 //! accepted from is the classic busy loop), its live clients — connected
 //! before — must keep their throughput, a new client should still be served
@@ -139,32 +141,41 @@ impl Crowd {
     }
 }
 
+/// What a client asks for: a small file of `evq serve`'s, the scripted
+/// origin's `/live` through the proxy.
+fn path(target: Target) -> &'static str {
+    match target {
+        Target::Serve => "/small",
+        _ => "/live",
+    }
+}
+
 /// One new client's request, on a connection of its own.
-fn newcomer(addr: SocketAddr) -> Result<(), String> {
-    match fetch(addr, "/small", Duration::from_secs(3)) {
+fn newcomer(addr: SocketAddr, target: Target) -> Result<(), String> {
+    match fetch(addr, path(target), Duration::from_secs(3)) {
         Ok(r) if r.status == 200 => Ok(()),
         Ok(r) => Err(format!("status {}", r.status)),
         Err(e) => Err(e.to_string()),
     }
 }
 
-pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig) -> FaultRow {
+pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig, target: Target) -> FaultRow {
     let limit: u64 = cfg.size.pick(64, 256);
     let crowd_size = 5 * limit as usize;
     let injected = format!(
         "RLIMIT_NOFILE {limit} (soft and hard), then {crowd_size} clients from 127.0.0.2 send a keep-alive request each and stay connected"
     );
-    let mut trial = match Trial::serve(
-        cfg,
-        "descriptor-exhaustion",
-        injected,
-        &[],
-        Limits {
-            nofile: Some(limit),
-        },
-    ) {
+    let limits = Limits {
+        nofile: Some(limit),
+    };
+    let fault = "descriptor-exhaustion";
+    let started = match target {
+        Target::Serve => Trial::serve(cfg, fault, injected, &[], limits),
+        _ => Trial::proxy_limited(cfg, fault, injected, &[], limits),
+    };
+    let mut trial = match started {
         Ok(t) => t,
-        Err(e) => return super::not_run(Target::Serve, "descriptor-exhaustion", e),
+        Err(e) => return super::not_run(target, fault, e),
     };
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     if let Err(e) = trial.baseline(&[]) {
@@ -178,7 +189,7 @@ pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig) -> FaultRow {
     throughput.fault_free.push(trial.window());
 
     let t = Tally::default();
-    let request = http::get("/small", &[], false);
+    let request = http::get(path(target), &[], false);
     let crowd = Crowd::gather(
         addr,
         crowd_size,
@@ -192,7 +203,7 @@ pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig) -> FaultRow {
     let fds_exhausted = usage::fd_count(pid).unwrap_or(0);
 
     // A newcomer while the slots are held by idle keep-alive connections.
-    let during = newcomer(addr);
+    let during = newcomer(addr, target);
 
     // No busy loop: live clients paused, the crowd idle, nobody connecting.
     let live_notes = trial.live_notes();
@@ -205,7 +216,7 @@ pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig) -> FaultRow {
     drop(crowd);
     let mut recovered = None;
     while released.elapsed() < Duration::from_secs(10) {
-        if newcomer(addr).is_ok() {
+        if newcomer(addr, target).is_ok() {
             recovered = Some(released.elapsed());
             break;
         }

@@ -138,8 +138,8 @@ fn replaced(c: &SuiteConfig, _: Target) -> FaultRow {
 fn removed(c: &SuiteConfig, _: Target) -> FaultRow {
     files::file_changed(c, files::Change::Remove)
 }
-fn exhaustion(c: &SuiteConfig, _: Target) -> FaultRow {
-    exhaustion::descriptor_exhaustion(c)
+fn exhaustion(c: &SuiteConfig, t: Target) -> FaultRow {
+    exhaustion::descriptor_exhaustion(c, t)
 }
 
 /// Every fault, in table order.
@@ -161,6 +161,7 @@ pub fn faults() -> Vec<Fault> {
         all.push(f("sigterm", t, sigterm::sigterm));
     }
     all.push(f("descriptor-exhaustion", Target::Serve, exhaustion));
+    all.push(f("descriptor-exhaustion", Target::Proxy, exhaustion));
     all.push(f("file-truncated", Target::Serve, truncated));
     all.push(f("file-replaced", Target::Serve, replaced));
     all.push(f("file-removed", Target::Serve, removed));

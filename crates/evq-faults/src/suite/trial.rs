@@ -165,6 +165,17 @@ impl<'a> Trial<'a> {
         injected: String,
         flags: &[&str],
     ) -> io::Result<Trial<'a>> {
+        Trial::proxy_limited(cfg, fault, injected, flags, Limits::default())
+    }
+
+    /// [`Trial::proxy`] with the proxy started under `limits`.
+    pub(crate) fn proxy_limited(
+        cfg: &'a SuiteConfig,
+        fault: &str,
+        injected: String,
+        flags: &[&str],
+        limits: Limits,
+    ) -> io::Result<Trial<'a>> {
         let started = Instant::now();
         let origin = start_origin(cfg, SocketAddr::from(([127, 0, 0, 1], 0)))?;
         let mut args: Vec<String> = vec![
@@ -176,7 +187,7 @@ impl<'a> Trial<'a> {
         ];
         args.extend(backend_args(cfg));
         args.extend(flags.iter().map(|s| s.to_string()));
-        let server = Subject::start("evq proxy", &cfg.evq, &args, Limits::default())?;
+        let server = Subject::start("evq proxy", &cfg.evq, &args, limits)?;
         let row = Self::new_row(
             "proxy",
             fault,

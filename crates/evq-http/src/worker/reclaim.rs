@@ -11,9 +11,11 @@
 //!
 //! - over `--max-conns`, the oldest idle connection makes room for the new
 //!   one, which loses nothing;
-//! - out of descriptors, the connection that met `EMFILE` has been shed
-//!   already (the spare-descriptor trick, `evq_os::Acceptor`), so a batch of
-//!   idle connections is closed at once and the clients behind it get in.
+//! - out of descriptors, the oldest idle connection is closed for the client
+//!   that met `EMFILE`, which stays in the listen queue and is accepted on the
+//!   next turn (`intake.rs`); only with nothing idle is it shed (the
+//!   spare-descriptor trick, `evq_os::Acceptor`), and then a batch of idle
+//!   connections is closed at once so the clients behind it get in.
 //!
 //! Idle means: no request begun, nothing to send, not lingering. The order is
 //! a segmented LRU (as caches protect what is used more than once):
