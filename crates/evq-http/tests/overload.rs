@@ -196,7 +196,10 @@ fn flood(addr: std::net::SocketAddr) -> Vec<FloodOutcome> {
                             std::thread::sleep(Duration::from_millis(1));
                             let mut c = TcpStream::connect(addr).map_err(|e| e.kind())?;
                             c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                            let _ = c.write_all(REQ.as_bytes());
+                            // A reset that comes before the request is sent
+                            // is told by the write; the read after it would
+                            // say a clean end of file, which is not a reply.
+                            c.write_all(REQ.as_bytes()).map_err(|e| e.kind())?;
                             Ok(c)
                         })
                         .collect();
