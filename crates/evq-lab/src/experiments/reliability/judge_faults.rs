@@ -11,7 +11,7 @@ use evq_faults::FaultRow;
 
 /// One claim per row of `evq faults`, in its order; each starts with the
 /// row's id (a test keeps the two lists in step).
-pub(super) const FAULT_CLAIMS: [&str; 28] = [
+pub(super) const FAULT_CLAIMS: [&str; 29] = [
     "serve/reset-mid-request: clients that reset mid-request leave evq serve up, its live clients at ≥ 95% of their throughput, descriptors and memory at their baseline and the CPU idle afterwards",
     "serve/reset-mid-response: clients that reset mid-response (8 MiB file) leave evq serve up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
     "serve/vanish: clients that vanish without FIN or RST are reclaimed by evq serve's timeouts; live clients at ≥ 95%, descriptors and memory back, CPU idle",
@@ -29,6 +29,7 @@ pub(super) const FAULT_CLAIMS: [&str; 28] = [
     "proxy/huge-headers: evq proxy answers a 1 MiB head with 431 (issue 19 item 5), never 2xx or a hang; live clients at ≥ 95%, descriptors and memory back",
     "proxy/sigterm: SIGTERM under load: evq proxy closes its listener at once, tells busy connections to close, finishes replies in flight, exits 0 within its bound",
     "serve/descriptor-exhaustion: with RLIMIT_NOFILE at N and 5N clients, evq serve does not spin, keeps its live clients answered, serves a newcomer (idle keep-alive reclaimed, issue 19 item 3) and recovers at once when descriptors free up",
+    "proxy/descriptor-exhaustion: with RLIMIT_NOFILE at N and 5N clients, evq proxy does not spin, keeps its live clients answered (origin connects make room too), serves a newcomer (idle clients reclaimed before pooled origin connections) and recovers at once when descriptors free up",
     "serve/file-truncated: a file truncated while being sent gives a whole reply, a cut connection or a 500 — never a 200 shorter than its Content-Length afterwards (issue 19 item 4); the new state served once the cache expires",
     "serve/file-replaced: a file replaced while being sent gives whole old or whole new replies, and the new file once the cache expires",
     "serve/file-removed: a file removed while being sent finishes from the open file; 404 once the cache expires",
