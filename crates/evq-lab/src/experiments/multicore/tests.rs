@@ -7,13 +7,17 @@ use crate::experiment::{Ctx, Experiment};
 use crate::tools::Tools;
 use crate::verdict::Verdict::{Differs, Holds, NotMeasured};
 
-fn committed() -> Records {
+/// The scenario's measurement: the committed runs, or `from`'s.
+fn measure(from: Option<&std::path::Path>) -> std::io::Result<Records> {
     let tools = Tools::with_evq("evq".into());
     let out = std::env::temp_dir();
     let ctx = Ctx::new(&out, &tools, &());
-    Multicore
-        .measure(Plan { from: None }, &ctx)
-        .expect("the committed runs parse")
+    let from = from.map(|d| d.display().to_string());
+    Multicore.measure(Plan { from }, &ctx)
+}
+
+fn committed() -> Records {
+    measure(None).expect("the committed runs parse")
 }
 
 fn v(r: &Records, claim: &str) -> crate::verdict::Verdict {
@@ -90,30 +94,14 @@ fn a_results_directory_is_read_instead() {
         "{\"round\":1,\"server\":\"evq\",\"threads\":1,\"requests_per_s\":10.5}\n{\"round\":1,\"server\":\"h2o\",\"threads\":1,\"error\":\"did not listen\"}\n",
     )
     .unwrap();
-    let tools = Tools::with_evq("evq".into());
-    let ctx = Ctx::new(&dir, &tools, &());
-    let r = Multicore
-        .measure(
-            Plan {
-                from: Some(dir.display().to_string()),
-            },
-            &ctx,
-        )
-        .unwrap();
+    let r = measure(Some(&dir)).unwrap();
     assert_eq!(r.runs[0].points.len(), 2);
     assert_eq!(r.runs[0].points[1].error.as_deref(), Some("did not listen"));
     let notes = Multicore.judge(&r).notes.join(" ");
     assert!(notes.contains("did not listen"), "{notes}");
     // A missing file is an error that names it.
     std::fs::remove_file(dir.join("scaling.jsonl")).unwrap();
-    let e = Multicore
-        .measure(
-            Plan {
-                from: Some(dir.display().to_string()),
-            },
-            &ctx,
-        )
-        .unwrap_err();
+    let e = measure(Some(&dir)).unwrap_err();
     assert!(e.to_string().contains("scaling.jsonl"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
