@@ -12,6 +12,9 @@ pub enum OpKind {
     Accept,
     /// Multishot `recv` into the provided-buffer ring.
     Recv,
+    /// Multishot `read` of a pipe, eventfd or other pollable non-socket, into the
+    /// same provided-buffer ring as `Recv`.
+    Read,
     /// `send` of one owned buffer, continued by the ring until all is sent.
     Send,
     /// `writev` of several owned buffers (one attempt; the count may be short).
@@ -42,7 +45,7 @@ pub struct Completion {
     pub(super) kind: OpKind,
     pub(super) result: i32,
     pub(super) more: bool,
-    /// For `Recv`: the provided buffer holding the data (id, length).
+    /// For `Recv`/`Read`: the provided buffer holding the data (id, length).
     pub(super) buffer: Option<(u16, u32)>,
     /// For `Send`/`Writev`: the caller's buffers, handed back for reuse.
     pub(super) returned: Option<Vec<Vec<u8>>>,
@@ -71,7 +74,8 @@ impl Completion {
     }
 
     /// The result: for `Accept` the new descriptor (the caller owns it), for `Recv`
-    /// the byte count (0 = the peer closed its side; the receive is over), for
+    /// and `Read` the byte count (0 = the peer closed its side, or end of file; the
+    /// receive is over), for
     /// `Send`/`Writev` the bytes sent, for `Timeout` 0 when it expired, 0 otherwise.
     /// Errors are the kernel's: `ECANCELED` for a cancelled operation, `ENOENT` for a
     /// cancel whose target had already finished, `ECONNRESET`, `EPIPE`, `EBADF`...
@@ -88,8 +92,8 @@ impl Completion {
         (self.kind == OpKind::Accept && self.result >= 0).then_some(self.result)
     }
 
-    /// Whether the operation goes on and will complete again (multishot accept and
-    /// recv). `false` on the last completion of any operation.
+    /// Whether the operation goes on and will complete again (multishot accept,
+    /// recv and read). `false` on the last completion of any operation.
     pub fn more(&self) -> bool {
         self.more
     }

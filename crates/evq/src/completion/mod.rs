@@ -74,6 +74,15 @@
 //!    send, carrying the total). `writev` completes after one attempt, possibly short.
 //! j) **Dropping a ring interrupts its creator thread** (see the uring backend's quirk
 //!    k): its next blocking call may return `EINTR` once.
+//! k) **Multishot read is multishot recv for files, with the file's limits.**
+//!    [`CompletionRing::read_multishot`] (`IORING_OP_READ_MULTISHOT`, Linux 6.7) shares
+//!    the provided-buffer ring and every rule of quirks c–e; an `ENOBUFS` end reads
+//!    nothing, so the re-arm loses no byte. The kernel drives it by polling, so the
+//!    file must be pollable: a pipe, an eventfd (each completion is one 8-byte
+//!    counter read, which resets the counter), a tty, a socket. A regular file
+//!    completes at once with `EBADFD`. On an older kernel the opcode is unknown and
+//!    would complete with a bare `EINVAL`; the ring probes its opcodes once when
+//!    built, and `read_multishot` refuses up front with an error naming Linux 6.7.
 
 mod batch;
 mod buffer_ring;
@@ -83,7 +92,7 @@ pub use batch::{Completion, Completions, OpId, OpKind};
 pub use setup::{CompletionOptions, RingSetup, Setup};
 
 use buffer_ring::BufferRing;
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 use std::collections::VecDeque;
 use std::io;
 use std::marker::PhantomData;
@@ -132,8 +141,8 @@ struct Op {
     timespec: Option<Box<types::Timespec>>,
 }
 
-/// An io_uring owned by one thread, running accept, recv, send, writev, close,
-/// timeout and cancel operations and handing back their results in batches.
+/// An io_uring owned by one thread, running accept, recv, read, send, writev,
+/// close, timeout and cancel operations and handing back their results in batches.
 ///
 /// Every operation takes a caller's `token` (returned in its completions) and
 /// returns an [`OpId`] (for [`cancel`](Self::cancel)). See the module docs for the
@@ -156,6 +165,8 @@ pub struct CompletionRing {
     synthetic: VecDeque<Completion>,
     epoch: u64,
     setup: RingSetup,
+    /// The opcodes this kernel has, asked once at construction.
+    probe: Probe,
     stats: CompletionStats,
     /// Quirk g: the ring belongs to the thread that built it.
     _not_send: PhantomData<*const ()>,
@@ -171,6 +182,8 @@ impl CompletionRing {
     pub fn with_options(options: CompletionOptions) -> io::Result<Self> {
         options.validate()?;
         let (ring, setup) = setup::build(&options)?;
+        let mut probe = Probe::new();
+        ring.submitter().register_probe(&mut probe)?;
         let buffers = BufferRing::register(
             &ring,
             RECV_GROUP,
@@ -191,6 +204,7 @@ impl CompletionRing {
             synthetic: VecDeque::new(),
             epoch: 0,
             setup,
+            probe,
             stats: CompletionStats::default(),
             _not_send: PhantomData,
         })
@@ -232,6 +246,34 @@ impl CompletionRing {
         let id = self.insert(Op::new(token, OpKind::Recv, fd));
         self.arm(id);
         OpId(id)
+    }
+
+    /// Multishot read (`IORING_OP_READ_MULTISHOT`, Linux 6.7) of a descriptor that is
+    /// not a socket — a pipe, an eventfd, a tty — into the same provided-buffer ring
+    /// as [`recv_multishot`](Self::recv_multishot), with the same rules: one
+    /// [`OpKind::Read`] completion per read, the data through
+    /// [`received`](Self::received), `ENOBUFS` re-armed without losing data, and the
+    /// operation ended by end of file (result 0), an error or a cancel. Reads go
+    /// from the file's current position (offset -1), as `read(2)` does.
+    ///
+    /// The kernel requires a file it can poll: a regular file completes with `EBADFD`
+    /// (quirk k).
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::Unsupported`], saying so, where the kernel lacks multishot
+    /// read (older than 6.7; it would otherwise complete with a bare `EINVAL`). The
+    /// ring asks the kernel once, when it is built (`IORING_REGISTER_PROBE`).
+    pub fn read_multishot(&mut self, fd: RawFd, token: u64) -> io::Result<OpId> {
+        if !self.probe.is_supported(opcode::ReadMulti::CODE) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the kernel lacks multishot read (IORING_OP_READ_MULTISHOT needs Linux 6.7)",
+            ));
+        }
+        let id = self.insert(Op::new(token, OpKind::Read, fd));
+        self.arm(id);
+        Ok(OpId(id))
     }
 
     /// Sends all of `data` (`MSG_NOSIGNAL`: a closed peer is `EPIPE`, not a signal),
@@ -323,7 +365,7 @@ impl CompletionRing {
         }
     }
 
-    /// The data of a `Recv` completion from the latest dequeue; `None` for other
+    /// The data of a `Recv` or `Read` completion from the latest dequeue; `None` for other
     /// completions and for ones kept past a later dequeue (quirk e).
     pub fn received(&self, c: &Completion) -> Option<&[u8]> {
         let (bid, len) = c.buffer?;
@@ -471,14 +513,14 @@ impl CompletionRing {
         let mut result = result;
         let mut goes_on = false;
         match kind {
-            OpKind::Accept | OpKind::Recv => {
+            OpKind::Accept | OpKind::Recv | OpKind::Read => {
                 if let Some(bid) = cqueue::buffer_select(flags) {
                     self.lent.push(bid);
                     buffer = Some((bid, result.max(0) as u32));
                 }
                 let ended_by_kernel =
                     !more && (result > 0 || (kind == OpKind::Accept && result == 0));
-                if result == -libc::ENOBUFS && kind == OpKind::Recv {
+                if result == -libc::ENOBUFS && kind != OpKind::Accept {
                     if cancelled {
                         result = -libc::ECANCELED;
                     } else {
@@ -540,7 +582,7 @@ impl CompletionRing {
         self.rearm.push(id);
     }
 
-    /// Queues the (multishot) request for an accept or recv op.
+    /// Queues the (multishot) request for an accept, recv or read op.
     fn arm(&mut self, id: u64) {
         let o = self.op(id);
         let e = match o.kind {
@@ -548,6 +590,10 @@ impl CompletionRing {
                 .flags(libc::SOCK_CLOEXEC)
                 .build(),
             OpKind::Recv => opcode::RecvMulti::new(types::Fd(o.fd), self.buffers.group()).build(),
+            // Length 0: each read fills at most one whole provided buffer.
+            OpKind::Read => opcode::ReadMulti::new(types::Fd(o.fd), 0, self.buffers.group())
+                .offset(u64::MAX)
+                .build(),
             other => unreachable!("arm on {other:?}"),
         };
         self.push(e.user_data(id));

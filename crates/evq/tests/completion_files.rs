@@ -1,0 +1,260 @@
+//! `evq::completion` beyond plain sockets, on real pipes, eventfds, files and TCP
+//! loopback connections: multishot read of non-sockets. Every byte or count written
+//! must come back exactly once; waits are bounded by a generous patience and only
+//! matter on failure.
+
+use evq::completion::{Completion, CompletionOptions, CompletionRing, Completions, OpId, OpKind};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A ring, or `None` (printed; a failure under `EVQ_REQUIRE_ALL=1`) where the
+/// kernel lacks what the completion API needs.
+fn ring(options: CompletionOptions) -> Option<CompletionRing> {
+    match CompletionRing::with_options(options) {
+        Ok(r) => Some(r),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::Unsupported | io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            evq_testkit::skip("io_uring completions", e);
+            None
+        }
+        Err(e) => panic!("CompletionRing: {e}"),
+    }
+}
+
+/// Arms a multishot read, or `None` (printed, as for `ring`) on a kernel without it.
+fn read_multishot(r: &mut CompletionRing, fd: i32, token: u64) -> Option<OpId> {
+    match r.read_multishot(fd, token) {
+        Ok(op) => Some(op),
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+            assert!(e.to_string().contains("6.7"), "{e}");
+            evq_testkit::skip("IORING_OP_READ_MULTISHOT", e);
+            None
+        }
+        Err(e) => panic!("read_multishot: {e}"),
+    }
+}
+
+/// One completion as plain data, so it can be kept past the next dequeue.
+#[derive(Debug, Clone)]
+struct Seen {
+    token: u64,
+    kind: OpKind,
+    result: Result<u32, i32>,
+    more: bool,
+    data: Vec<u8>,
+}
+
+fn seen(ring: &CompletionRing, c: &Completion) -> Seen {
+    Seen {
+        token: c.token(),
+        kind: c.kind(),
+        result: c.result().map_err(|e| e.raw_os_error().unwrap_or(0)),
+        more: c.more(),
+        data: ring.received(c).map(<[u8]>::to_vec).unwrap_or_default(),
+    }
+}
+
+/// Dequeues (batches of `capacity`), handing each completion to `each`, until `each`
+/// answers true (the rest of that batch is still handed over); panics after PATIENCE.
+fn run_until(
+    ring: &mut CompletionRing,
+    capacity: usize,
+    mut each: impl FnMut(&mut CompletionRing, Seen) -> bool,
+) {
+    let give_up = Instant::now() + PATIENCE;
+    let mut batch = Completions::with_capacity(capacity);
+    let mut done = false;
+    while !done {
+        assert!(Instant::now() < give_up, "no progress within {PATIENCE:?}");
+        ring.get_next_completion(&mut batch, Some(Duration::from_millis(200)))
+            .expect("get_next_completion");
+        let got: Vec<Seen> = batch.iter().map(|c| seen(ring, c)).collect();
+        for s in got {
+            done |= each(ring, s);
+        }
+    }
+}
+
+/// Collects completions until one with `token` and `more == false` arrives.
+fn until_final(ring: &mut CompletionRing, token: u64) -> Vec<Seen> {
+    let mut all = Vec::new();
+    run_until(ring, 64, |_, s| {
+        let last = s.token == token && !s.more;
+        all.push(s);
+        last
+    });
+    all
+}
+
+/// A test pattern whose every byte depends on its position.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u8)
+                .wrapping_mul(31)
+                .wrapping_add(seed ^ (i >> 8) as u8)
+        })
+        .collect()
+}
+
+fn eventfd() -> OwnedFd {
+    // SAFETY: eventfd takes no pointers; the result is checked before use.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    assert!(fd >= 0, "eventfd: {}", io::Error::last_os_error());
+    // SAFETY: a fresh descriptor that nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+fn eventfd_add(fd: i32, n: u64) {
+    // SAFETY: writes 8 bytes from a live u64.
+    let w = unsafe { libc::write(fd, (&n as *const u64).cast(), 8) };
+    assert_eq!(w, 8, "eventfd write: {}", io::Error::last_os_error());
+}
+
+#[test]
+fn read_multishot_on_a_pipe_delivers_every_byte_once_then_eof() {
+    // Four 64-byte buffers against 256 KiB: the ring runs dry over and over.
+    let Some(mut r) = ring(CompletionOptions::new().buffers(4).buffer_size(64)) else {
+        return;
+    };
+    let (rd, mut wr) = std::io::pipe().unwrap();
+    let sent = pattern(256 * 1024, 7);
+    // The first 4 KiB is waiting before the read is armed, so the first pass runs dry.
+    wr.write_all(&sent[..4096]).unwrap();
+    if read_multishot(&mut r, rd.as_raw_fd(), 5).is_none() {
+        return;
+    }
+    let rest = sent[4096..].to_vec();
+    let writer = std::thread::spawn(move || {
+        for chunk in rest.chunks(1000) {
+            wr.write_all(chunk).unwrap();
+        }
+        // Dropping the write end is the end of file the read must end on.
+    });
+    let all = until_final(&mut r, 5);
+    writer.join().unwrap();
+    let mut got = Vec::new();
+    for s in &all {
+        assert_eq!((s.token, s.kind), (5, OpKind::Read), "{s:?}");
+        assert_eq!(s.result, Ok(s.data.len() as u32), "{s:?}");
+        assert!(s.data.len() <= 64);
+        got.extend_from_slice(&s.data);
+    }
+    assert!(got == sent, "{} bytes back of {}", got.len(), sent.len());
+    let last = all.last().unwrap();
+    assert_eq!(last.result, Ok(0), "end of file ends the read");
+    assert!(!last.more);
+    assert!(all[..all.len() - 1].iter().all(|s| s.more));
+    assert!(r.stats().enobufs_rearms > 0, "{:?}", r.stats());
+    assert_eq!(r.in_flight(), 0);
+}
+
+#[test]
+fn read_multishot_on_an_eventfd_returns_every_count_once_until_cancelled() {
+    let Some(mut r) = ring(CompletionOptions::new()) else {
+        return;
+    };
+    let efd = eventfd();
+    let Some(op) = read_multishot(&mut r, efd.as_raw_fd(), 9) else {
+        return;
+    };
+    let raw = efd.as_raw_fd();
+    let writes: Vec<u64> = (1..=2000).collect();
+    let expected: u64 = writes.iter().sum();
+    let writer = std::thread::spawn(move || {
+        for (i, n) in writes.into_iter().enumerate() {
+            eventfd_add(raw, n);
+            if i % 100 == 0 {
+                std::thread::yield_now();
+            }
+        }
+    });
+    let mut total = 0u64;
+    let mut reads = 0;
+    run_until(&mut r, 16, |_, s| {
+        assert_eq!((s.token, s.kind), (9, OpKind::Read), "{s:?}");
+        assert_eq!(s.result, Ok(8), "{s:?}");
+        assert!(s.more, "{s:?}");
+        total += u64::from_ne_bytes(s.data.as_slice().try_into().unwrap());
+        reads += 1;
+        total >= expected
+    });
+    writer.join().unwrap();
+    assert_eq!(total, expected, "over {reads} reads");
+    // No EOF on an eventfd: a cancel ends the read, and a count written after it
+    // stays in the eventfd for its owner.
+    r.cancel(op, 10);
+    let mut cancel_result = None;
+    let mut last = None;
+    run_until(&mut r, 16, |_, s| {
+        match s.token {
+            10 => cancel_result = Some(s.result),
+            9 => {
+                assert_eq!(s.result, Err(libc::ECANCELED), "no count is left to read");
+                assert!(!s.more);
+                last = Some(s);
+            }
+            _ => panic!("{s:?}"),
+        }
+        cancel_result.is_some() && last.is_some()
+    });
+    assert_eq!(cancel_result, Some(Ok(0)));
+    assert_eq!(r.in_flight(), 0);
+    eventfd_add(raw, 42);
+    let mut n = 0u64;
+    // SAFETY: reads 8 bytes into a live u64.
+    let got = unsafe { libc::read(raw, (&mut n as *mut u64).cast(), 8) };
+    assert_eq!((got, n), (8, 42));
+}
+
+#[test]
+fn read_multishot_cancelled_on_an_idle_pipe_leaves_later_data_unread() {
+    let Some(mut r) = ring(CompletionOptions::new()) else {
+        return;
+    };
+    let (mut rd, mut wr) = std::io::pipe().unwrap();
+    let Some(op) = read_multishot(&mut r, rd.as_raw_fd(), 1) else {
+        return;
+    };
+    wr.write_all(b"first").unwrap();
+    let mut got = Vec::new();
+    run_until(&mut r, 8, |_, s| {
+        got.extend_from_slice(&s.data);
+        got.len() == 5
+    });
+    assert_eq!(got, b"first");
+    r.cancel(op, 2);
+    let all = until_final(&mut r, 1);
+    assert_eq!(all.last().unwrap().result, Err(libc::ECANCELED), "{all:?}");
+    assert_eq!(r.in_flight(), 0);
+    wr.write_all(b"after").unwrap();
+    drop(wr);
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut rd, &mut rest).unwrap();
+    assert_eq!(rest, b"after", "a cancelled read takes nothing more");
+}
+
+#[test]
+fn read_multishot_on_a_regular_file_fails_with_ebadfd() {
+    let Some(mut r) = ring(CompletionOptions::new()) else {
+        return;
+    };
+    let path = std::env::temp_dir().join(format!("evq-read-mshot-{}", std::process::id()));
+    std::fs::write(&path, b"not pollable").unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let Some(_) = read_multishot(&mut r, file.as_raw_fd(), 3) else {
+        return;
+    };
+    let all = until_final(&mut r, 3);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].result, Err(libc::EBADFD));
+    assert_eq!(r.in_flight(), 0);
+}
