@@ -83,21 +83,58 @@
 //!    completes at once with `EBADFD`. On an older kernel the opcode is unknown and
 //!    would complete with a bare `EINVAL`; the ring probes its opcodes once when
 //!    built, and `read_multishot` refuses up front with an error naming Linux 6.7.
+//! l) **A registered-file index is a descriptor number with the same reuse hazard.**
+//!    Operations may name a file by its index in the ring's table ([`Fixed`], see
+//!    [`CompletionRing::register_files`]), which spares the kernel a descriptor
+//!    lookup and reference count per operation. But the kernel resolves the index
+//!    only when it issues the request — and this ring issues more requests for an
+//!    operation than the caller made (re-arms, send continuations, quirk h's lazy
+//!    submission). Were an unregistered index handed straight out again, those
+//!    would reach the new file. So the ring counts the live operations naming each
+//!    index and hands an index out again only when none does; until then they fail
+//!    with `EBADF`, as after a `close`. Unregistering, like closing, does not end a
+//!    request the kernel already holds (quirk i). An index that is empty or past
+//!    the table fails with `EBADF` (a `close` of one too: the kernel's `EINVAL` and
+//!    `ENXIO` for it are mapped). The table dies with the ring.
+//!
+//!    The ring's own descriptor is *not* registered (`IORING_REGISTER_RING_FDS`):
+//!    io-uring 0.7's `Submitter` forgets the registration between calls, so it
+//!    would take a hand-written `io_uring_enter`; left for when it is measured to
+//!    matter.
+
+/// Builds an SQE on a [`Target`]: `$f` is io-uring's `types::Fd` or `types::Fixed`
+/// (every opcode builder is generic over the two), `$build` the builder call.
+macro_rules! on_target {
+    ($target:expr, |$f:ident| $build:expr) => {
+        match $target {
+            Target::Fd(raw) => {
+                let $f = types::Fd(raw);
+                $build
+            }
+            Target::Fixed(Fixed(index)) => {
+                let $f = types::Fixed(index);
+                $build
+            }
+        }
+    };
+}
 
 mod batch;
 mod buffer_ring;
+mod fixed;
 mod setup;
 
 pub use batch::{Completion, Completions, OpId, OpKind};
+pub use fixed::{Fixed, Target};
 pub use setup::{CompletionOptions, RingSetup, Setup};
 
 use buffer_ring::BufferRing;
+use fixed::FixedTable;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 use std::collections::VecDeque;
 use std::io;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
-use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 /// `user_data` of the ring's own cancel-everything request at drop.
@@ -131,7 +168,7 @@ enum OpState {
 struct Op {
     token: u64,
     kind: OpKind,
-    fd: RawFd,
+    target: Target,
     state: OpState,
     cancelled: bool,
     /// Send/writev payload, kept until the final CQE (quirk b).
@@ -165,6 +202,8 @@ pub struct CompletionRing {
     synthetic: VecDeque<Completion>,
     epoch: u64,
     setup: RingSetup,
+    /// Which registered-file indices are in use (quirk l).
+    fixed: FixedTable,
     /// The opcodes this kernel has, asked once at construction.
     probe: Probe,
     stats: CompletionStats,
@@ -204,6 +243,7 @@ impl CompletionRing {
             synthetic: VecDeque::new(),
             epoch: 0,
             setup,
+            fixed: FixedTable::default(),
             probe,
             stats: CompletionStats::default(),
             _not_send: PhantomData,
@@ -233,8 +273,8 @@ impl CompletionRing {
     /// Multishot accept on a listening socket: one completion per connection, whose
     /// [`Completion::accepted_fd`] the caller owns (close-on-exec, blocking mode —
     /// io_uring does not need non-blocking sockets).
-    pub fn accept_multishot(&mut self, listener: RawFd, token: u64) -> OpId {
-        let id = self.insert(Op::new(token, OpKind::Accept, listener));
+    pub fn accept_multishot(&mut self, listener: impl Into<Target>, token: u64) -> OpId {
+        let id = self.insert(Op::new(token, OpKind::Accept, listener.into()));
         self.arm(id);
         OpId(id)
     }
@@ -242,8 +282,8 @@ impl CompletionRing {
     /// Multishot recv into the provided-buffer ring: one completion per arrival, with
     /// the data readable through [`received`](Self::received); a result of 0 means the
     /// peer closed its side and ends the operation.
-    pub fn recv_multishot(&mut self, fd: RawFd, token: u64) -> OpId {
-        let id = self.insert(Op::new(token, OpKind::Recv, fd));
+    pub fn recv_multishot(&mut self, fd: impl Into<Target>, token: u64) -> OpId {
+        let id = self.insert(Op::new(token, OpKind::Recv, fd.into()));
         self.arm(id);
         OpId(id)
     }
@@ -264,14 +304,14 @@ impl CompletionRing {
     /// [`io::ErrorKind::Unsupported`], saying so, where the kernel lacks multishot
     /// read (older than 6.7; it would otherwise complete with a bare `EINVAL`). The
     /// ring asks the kernel once, when it is built (`IORING_REGISTER_PROBE`).
-    pub fn read_multishot(&mut self, fd: RawFd, token: u64) -> io::Result<OpId> {
+    pub fn read_multishot(&mut self, fd: impl Into<Target>, token: u64) -> io::Result<OpId> {
         if !self.probe.is_supported(opcode::ReadMulti::CODE) {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "the kernel lacks multishot read (IORING_OP_READ_MULTISHOT needs Linux 6.7)",
             ));
         }
-        let id = self.insert(Op::new(token, OpKind::Read, fd));
+        let id = self.insert(Op::new(token, OpKind::Read, fd.into()));
         self.arm(id);
         Ok(OpId(id))
     }
@@ -279,8 +319,8 @@ impl CompletionRing {
     /// Sends all of `data` (`MSG_NOSIGNAL`: a closed peer is `EPIPE`, not a signal),
     /// continuing short sends itself; the completion carries the total and hands
     /// `data` back ([`Completion::take_buffers`]).
-    pub fn send(&mut self, fd: RawFd, data: Vec<u8>, token: u64) -> OpId {
-        let mut op = Op::new(token, OpKind::Send, fd);
+    pub fn send(&mut self, fd: impl Into<Target>, data: Vec<u8>, token: u64) -> OpId {
+        let mut op = Op::new(token, OpKind::Send, fd.into());
         op.bufs.push(data);
         let id = self.insert(op);
         self.push_send(id);
@@ -288,8 +328,8 @@ impl CompletionRing {
     }
 
     /// One `writev` of `bufs` (may complete short; the count says how much went).
-    pub fn writev(&mut self, fd: RawFd, bufs: Vec<Vec<u8>>, token: u64) -> OpId {
-        let mut op = Op::new(token, OpKind::Writev, fd);
+    pub fn writev(&mut self, fd: impl Into<Target>, bufs: Vec<Vec<u8>>, token: u64) -> OpId {
+        let mut op = Op::new(token, OpKind::Writev, fd.into());
         op.iovecs = bufs
             .iter()
             .map(|b| libc::iovec {
@@ -300,23 +340,27 @@ impl CompletionRing {
         op.bufs = bufs;
         let id = self.insert(op);
         let o = self.op(id);
-        let e = opcode::Writev::new(types::Fd(o.fd), o.iovecs.as_ptr(), o.iovecs.len() as u32)
-            .build()
-            .user_data(id);
+        let (iov, n) = (o.iovecs.as_ptr(), o.iovecs.len() as u32);
+        let e = on_target!(o.target, |f| opcode::Writev::new(f, iov, n).build()).user_data(id);
         self.push(e);
         OpId(id)
     }
 
-    /// Closes `fd` through the ring. The caller gives up the descriptor now.
-    pub fn close(&mut self, fd: RawFd, token: u64) -> OpId {
-        let id = self.insert(Op::new(token, OpKind::Close, fd));
-        self.push(opcode::Close::new(types::Fd(fd)).build().user_data(id));
+    /// Closes `fd` through the ring. The caller gives up the descriptor now. A
+    /// [`Fixed`] index is taken out of the registered-file table (the file closes
+    /// when no operation holds it any more); the index is handed out again once the
+    /// close has completed and nothing names it.
+    pub fn close(&mut self, fd: impl Into<Target>, token: u64) -> OpId {
+        let target = fd.into();
+        let id = self.insert(Op::new(token, OpKind::Close, target));
+        let e = on_target!(target, |f| opcode::Close::new(f).build());
+        self.push(e.user_data(id));
         OpId(id)
     }
 
     /// A timeout completing after `after` with result 0 (or `ECANCELED`).
     pub fn timeout(&mut self, after: Duration, token: u64) -> OpId {
-        let mut op = Op::new(token, OpKind::Timeout, -1);
+        let mut op = Op::new(token, OpKind::Timeout, Target::Fd(-1));
         op.timespec = Some(Box::new(types::Timespec::from(after)));
         let id = self.insert(op);
         let ts: *const types::Timespec = &**self.op(id).timespec.as_ref().expect("just set");
@@ -326,7 +370,7 @@ impl CompletionRing {
 
     /// A no-op that completes at once with result 0.
     pub fn nop(&mut self, token: u64) -> OpId {
-        let id = self.insert(Op::new(token, OpKind::Nop, -1));
+        let id = self.insert(Op::new(token, OpKind::Nop, Target::Fd(-1)));
         self.push(opcode::Nop::new().build().user_data(id));
         OpId(id)
     }
@@ -336,7 +380,7 @@ impl CompletionRing {
     /// could not be stopped; the target itself then completes with `ECANCELED` (or
     /// with its own result, if it won the race).
     pub fn cancel(&mut self, target: OpId, token: u64) -> OpId {
-        let id = self.insert(Op::new(token, OpKind::Cancel, -1));
+        let id = self.insert(Op::new(token, OpKind::Cancel, Target::Fd(-1)));
         match self.live_op(target.0).map(|o| o.state) {
             None => self.synthesize(id, -libc::ENOENT),
             Some(OpState::AwaitingRearm) => {
@@ -557,7 +601,15 @@ impl CompletionRing {
                     result = 0;
                 }
             }
-            OpKind::Writev | OpKind::Close | OpKind::Cancel | OpKind::Nop => {}
+            OpKind::Close => {
+                let empty = [-libc::EINVAL, -libc::ENXIO].contains(&result);
+                if empty && matches!(self.op(id).target, Target::Fixed(_)) {
+                    // The kernel says ENXIO (no table) or EINVAL (past it) where
+                    // every other operation says EBADF: one answer (quirk l).
+                    result = -libc::EBADF;
+                }
+            }
+            OpKind::Writev | OpKind::Cancel | OpKind::Nop => {}
         }
         if !goes_on {
             let op = self.remove(id);
@@ -585,15 +637,25 @@ impl CompletionRing {
     /// Queues the (multishot) request for an accept, recv or read op.
     fn arm(&mut self, id: u64) {
         let o = self.op(id);
+        let group = self.buffers.group();
         let e = match o.kind {
-            OpKind::Accept => opcode::AcceptMulti::new(types::Fd(o.fd))
+            OpKind::Accept => on_target!(o.target, |f| opcode::AcceptMulti::new(f)
                 .flags(libc::SOCK_CLOEXEC)
-                .build(),
-            OpKind::Recv => opcode::RecvMulti::new(types::Fd(o.fd), self.buffers.group()).build(),
+                .build()),
+            OpKind::Recv => on_target!(o.target, |f| opcode::RecvMulti::new(f, group).build()),
             // Length 0: each read fills at most one whole provided buffer.
-            OpKind::Read => opcode::ReadMulti::new(types::Fd(o.fd), 0, self.buffers.group())
-                .offset(u64::MAX)
-                .build(),
+            OpKind::Read => {
+                let e = on_target!(o.target, |f| opcode::ReadMulti::new(f, 0, group)
+                    .offset(u64::MAX)
+                    .build());
+                // io-uring 0.7.15's ReadMulti overwrites the SQE flags with
+                // BUFFER_SELECT, dropping FIXED_FILE: the index would be read as a
+                // plain descriptor number (index 0 = stdin). Put it back.
+                match o.target {
+                    Target::Fixed(_) => e.flags(squeue::Flags::FIXED_FILE),
+                    Target::Fd(_) => e,
+                }
+            }
             other => unreachable!("arm on {other:?}"),
         };
         self.push(e.user_data(id));
@@ -602,10 +664,11 @@ impl CompletionRing {
     fn push_send(&mut self, id: u64) {
         let o = self.op(id);
         let rest = &o.bufs[0][o.sent..];
-        let e = opcode::Send::new(types::Fd(o.fd), rest.as_ptr(), rest.len() as u32)
+        let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
+        let e = on_target!(o.target, |f| opcode::Send::new(f, ptr, len)
             .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(id);
+            .build())
+        .user_data(id);
         self.push(e);
     }
 
@@ -656,6 +719,7 @@ impl CompletionRing {
 
     fn insert(&mut self, op: Op) -> u64 {
         self.live += 1;
+        self.fixed.hold(op.target);
         let slot = match self.free.pop() {
             Some(s) => s as usize,
             None => {
@@ -691,16 +755,21 @@ impl CompletionRing {
         self.generations[slot] = self.generations[slot].wrapping_add(1);
         self.free.push(slot as u32);
         self.live -= 1;
+        if let (OpKind::Close, Target::Fixed(f)) = (op.kind, op.target) {
+            // Whatever the result, the kernel's entry is empty now (quirk l).
+            self.fixed.vacate(f.0);
+        }
+        self.fixed.release(op.target);
         op
     }
 }
 
 impl Op {
-    fn new(token: u64, kind: OpKind, fd: RawFd) -> Self {
+    fn new(token: u64, kind: OpKind, target: Target) -> Self {
         Op {
             token,
             kind,
-            fd,
+            target,
             state: OpState::Submitted,
             cancelled: false,
             bufs: Vec::new(),
