@@ -1,6 +1,6 @@
 //! `evq::completion` beyond plain sockets, on real pipes, eventfds, files and TCP
-//! loopback connections: multishot read of non-sockets, and operations on registered
-//! (fixed) files. Every byte or count written
+//! loopback connections: multishot read of non-sockets, operations on registered
+//! (fixed) files, and send_file (splice through a pooled pipe). Every byte or count written
 //! must come back exactly once; waits are bounded by a generous patience and only
 //! matter on failure.
 
@@ -481,4 +481,196 @@ fn dropping_a_ring_with_registered_files_in_use_releases_them() {
             Err(e) => panic!("{e}"),
         }
     }
+}
+
+/// A file holding `data`, already unlinked (the descriptor keeps it).
+fn temp_file(data: &[u8]) -> std::fs::File {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "evq-send-file-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&path, data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    file
+}
+
+/// Reads `stream` to its end on another thread.
+fn read_all_later(mut stream: TcpStream) -> std::thread::JoinHandle<Vec<u8>> {
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).unwrap();
+        got
+    })
+}
+
+#[test]
+fn send_file_delivers_a_1_mib_file_byte_exact_over_tcp() {
+    let Some(mut r) = ring(CompletionOptions::new()) else {
+        return;
+    };
+    let data = pattern(1 << 20, 3);
+    let file = temp_file(&data);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (server, client) = tcp_pair(&listener);
+    let reader = read_all_later(client);
+    r.send_file(server.as_raw_fd(), file.as_raw_fd(), 0, 1 << 20, 1);
+    let all = until_final(&mut r, 1);
+    assert_eq!(all.len(), 1, "one completion carries the total: {all:?}");
+    assert_eq!(
+        (all[0].kind, all[0].result),
+        (OpKind::SendFile, Ok(1 << 20))
+    );
+    drop(server);
+    let got = reader.join().unwrap();
+    assert!(got == data, "{} bytes arrived of {}", got.len(), data.len());
+    assert_eq!(r.in_flight(), 0);
+    // The file's own position was not used or moved.
+    let mut first = [0u8; 4];
+    (&file).read_exact(&mut first).unwrap();
+    assert_eq!(first, data[..4]);
+}
+
+#[test]
+fn send_file_honours_the_offset_and_completes_short_at_end_of_file() {
+    let Some(mut r) = ring_with_table(4) else {
+        return;
+    };
+    let data = pattern(100_000, 11);
+    let file = temp_file(&data);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (server, client) = tcp_pair(&listener);
+    let reader = read_all_later(client);
+    r.send_file(server.as_raw_fd(), file.as_raw_fd(), 1000, 5000, 1);
+    assert_eq!(result_of(&mut r, 1), Ok(5000));
+    // Asked for 50,000 from 90,000: the file has 10,000 left, and says so.
+    r.send_file(server.as_raw_fd(), file.as_raw_fd(), 90_000, 50_000, 2);
+    assert_eq!(result_of(&mut r, 2), Ok(10_000));
+    // Past the end: nothing to send.
+    r.send_file(server.as_raw_fd(), file.as_raw_fd(), 200_000, 10, 3);
+    assert_eq!(result_of(&mut r, 3), Ok(0));
+    // Zero bytes asked: done at once.
+    r.send_file(server.as_raw_fd(), file.as_raw_fd(), 0, 0, 4);
+    assert_eq!(result_of(&mut r, 4), Ok(0));
+    // Both sides registered.
+    let sock = r.register_file(server.as_raw_fd()).unwrap();
+    let f = r.register_file(file.as_raw_fd()).unwrap();
+    drop(server);
+    r.send_file(sock, f, 50_000, 3000, 5);
+    assert_eq!(result_of(&mut r, 5), Ok(3000));
+    r.close(sock, 6);
+    assert_eq!(result_of(&mut r, 6), Ok(0));
+    let got = reader.join().unwrap();
+    let want = [&data[1000..6000], &data[90_000..], &data[50_000..53_000]].concat();
+    assert!(got == want, "{} bytes arrived of {}", got.len(), want.len());
+    assert_eq!(r.in_flight(), 0);
+}
+
+/// A client whose receive buffer is small (set before connecting, so the window
+/// stays small), and the server's end with a small send buffer: a large send can
+/// only be mid-way when the client resets.
+fn small_buffered_pair(listener: &TcpListener) -> (TcpStream, socket2::Socket) {
+    use socket2::{Domain, Socket, Type};
+    let client = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    client.set_recv_buffer_size(64 * 1024).unwrap();
+    client
+        .connect(&listener.local_addr().unwrap().into())
+        .unwrap();
+    let (server, _) = listener.accept().unwrap();
+    socket2::SockRef::from(&server)
+        .set_send_buffer_size(64 * 1024)
+        .unwrap();
+    (server, client)
+}
+
+/// Sends a small file on a fresh connection and checks exactly it arrives.
+fn send_file_arrives_exactly(r: &mut CompletionRing, listener: &TcpListener, token: u64) {
+    let data = pattern(3000, token as u8);
+    let file = temp_file(&data);
+    let (server, client) = tcp_pair(listener);
+    let reader = read_all_later(client);
+    r.send_file(server.as_raw_fd(), file.as_raw_fd(), 0, 3000, token);
+    assert_eq!(result_of(r, token), Ok(3000));
+    drop(server);
+    let got = reader.join().unwrap();
+    assert!(got == data, "stale or missing bytes: {} of 3000", got.len());
+}
+
+#[test]
+fn a_peer_reset_fails_send_file_and_the_next_one_sends_no_stale_bytes() {
+    let Some(mut r) = ring(CompletionOptions::new()) else {
+        return;
+    };
+    let big = pattern(8 << 20, 5);
+    let file = temp_file(&big);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let reset_codes = [Err(libc::ECONNRESET), Err(libc::EPIPE)];
+
+    // Reset before the send: the first file → pipe step succeeds, the pipe → socket
+    // step fails, and the pipe is left holding bytes.
+    let (server, client) = small_buffered_pair(&listener);
+    client.set_linger(Some(Duration::ZERO)).unwrap();
+    drop(client);
+    let mut pfd = libc::pollfd {
+        fd: server.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd; waits for the reset without consuming its error.
+    let n = unsafe { libc::poll(&mut pfd, 1, PATIENCE.as_millis() as i32) };
+    assert_eq!(n, 1, "the reset never arrived");
+    r.send_file(server.as_raw_fd(), file.as_raw_fd(), 0, big.len(), 1);
+    let res = result_of(&mut r, 1);
+    assert!(reset_codes.contains(&res), "{res:?}");
+    assert_eq!(r.stats().send_file_pipes_discarded, 1, "{:?}", r.stats());
+    drop(server);
+    send_file_arrives_exactly(&mut r, &listener, 2);
+
+    // Reset mid-transfer: the client reads a little, then resets.
+    let (server, mut client) = small_buffered_pair(&listener);
+    let resetter = std::thread::spawn(move || {
+        client.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut buf = vec![0u8; 100 * 1024];
+        let mut got = 0;
+        while got < buf.len() {
+            let n = client.read(&mut buf[got..]).unwrap();
+            assert!(n > 0);
+            got += n;
+        }
+        assert!(buf == big[..buf.len()]);
+        client.set_linger(Some(Duration::ZERO)).unwrap();
+    });
+    r.send_file(server.as_raw_fd(), file.as_raw_fd(), 0, 8 << 20, 3);
+    let res = result_of(&mut r, 3);
+    resetter.join().unwrap();
+    assert!(reset_codes.contains(&res), "{res:?}");
+    drop(server);
+    send_file_arrives_exactly(&mut r, &listener, 4);
+    send_file_arrives_exactly(&mut r, &listener, 5);
+    assert_eq!(r.in_flight(), 0);
+}
+
+#[test]
+fn a_cancelled_send_file_ends_with_ecanceled() {
+    let Some(mut r) = ring(CompletionOptions::new()) else {
+        return;
+    };
+    let big = pattern(8 << 20, 9);
+    let file = temp_file(&big);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // Nobody reads: the transfer stalls once the buffers are full.
+    let (server, _client) = small_buffered_pair(&listener);
+    let op = r.send_file(server.as_raw_fd(), file.as_raw_fd(), 0, big.len(), 1);
+    let mut batch = Completions::with_capacity(4);
+    r.get_next_completion(&mut batch, Some(Duration::from_millis(100)))
+        .unwrap();
+    assert!(batch.is_empty());
+    r.cancel(op, 2);
+    assert_eq!(result_of(&mut r, 1), Err(libc::ECANCELED));
+    assert_eq!(r.in_flight(), 0);
+    send_file_arrives_exactly(&mut r, &listener, 3);
 }

@@ -17,6 +17,9 @@ pub enum OpKind {
     Read,
     /// `send` of one owned buffer, continued by the ring until all is sent.
     Send,
+    /// `send_file`: a file's bytes spliced through a pipe into a socket until the
+    /// length asked for is sent (or the file ends).
+    SendFile,
     /// `writev` of several owned buffers (one attempt; the count may be short).
     Writev,
     /// `close` of a descriptor.
@@ -76,7 +79,7 @@ impl Completion {
     /// The result: for `Accept` the new descriptor (the caller owns it), for `Recv`
     /// and `Read` the byte count (0 = the peer closed its side, or end of file; the
     /// receive is over), for
-    /// `Send`/`Writev` the bytes sent, for `Timeout` 0 when it expired, 0 otherwise.
+    /// `Send`/`Writev`/`SendFile` the bytes sent, for `Timeout` 0 when it expired, 0 otherwise.
     /// Errors are the kernel's: `ECANCELED` for a cancelled operation, `ENOENT` for a
     /// cancel whose target had already finished, `ECONNRESET`, `EPIPE`, `EBADF`...
     pub fn result(&self) -> io::Result<u32> {

@@ -101,6 +101,19 @@
 //!    io-uring 0.7's `Submitter` forgets the registration between calls, so it
 //!    would take a hand-written `io_uring_enter`; left for when it is measured to
 //!    matter.
+//! m) **`send_file` goes through a pipe, and a pipe remembers.** There is no
+//!    io_uring sendfile: [`CompletionRing::send_file`] splices file → pipe → socket
+//!    (`IORING_OP_SPLICE`), one step at a time (linked steps would hang on a short
+//!    read: the pipe has no end of file while we hold its write end). When the
+//!    socket fails mid-way — a reset peer — what was spliced in but not out is
+//!    still in the pipe, and a pooled pipe would hand those bytes to the *next*
+//!    `send_file`'s socket: another connection's data. So a pipe goes back to the
+//!    ring's pool only if `FIONREAD` says it is empty; otherwise it is closed
+//!    ([`CompletionStats::send_file_pipes_discarded`]). Splice runs in the
+//!    kernel's worker threads (io-wq), so a send_file costs a thread hop per step;
+//!    pipes are grown to 1 MiB where the per-user pipe limit allows, to take fewer
+//!    steps. A file shorter than asked completes with the short count; an error
+//!    completes with the error, even after some bytes went.
 
 /// Builds an SQE on a [`Target`]: `$f` is io-uring's `types::Fd` or `types::Fixed`
 /// (every opcode builder is generic over the two), `$build` the builder call.
@@ -122,6 +135,7 @@ macro_rules! on_target {
 mod batch;
 mod buffer_ring;
 mod fixed;
+mod send_file;
 mod setup;
 
 pub use batch::{Completion, Completions, OpId, OpKind};
@@ -131,6 +145,7 @@ pub use setup::{CompletionOptions, RingSetup, Setup};
 use buffer_ring::BufferRing;
 use fixed::FixedTable;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
+use send_file::{SendFile, SplicePipe};
 use std::collections::VecDeque;
 use std::io;
 use std::marker::PhantomData;
@@ -155,6 +170,9 @@ pub struct CompletionStats {
     pub cq_overflow_flushes: u64,
     /// Short sends continued by the ring.
     pub partial_sends: u64,
+    /// Splice pipes closed instead of pooled because a failed or cancelled
+    /// `send_file` left bytes in them (quirk m).
+    pub send_file_pipes_discarded: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -176,10 +194,12 @@ struct Op {
     iovecs: Vec<libc::iovec>,
     sent: usize,
     timespec: Option<Box<types::Timespec>>,
+    /// For `SendFile`: the file side, and the pipe between.
+    send_file: Option<Box<SendFile>>,
 }
 
-/// An io_uring owned by one thread, running accept, recv, read, send, writev,
-/// close, timeout and cancel operations and handing back their results in batches.
+/// An io_uring owned by one thread, running accept, recv, read, send, send_file,
+/// writev, close, timeout and cancel operations and handing back their results in batches.
 ///
 /// Every operation takes a caller's `token` (returned in its completions) and
 /// returns an [`OpId`] (for [`cancel`](Self::cancel)). See the module docs for the
@@ -204,6 +224,8 @@ pub struct CompletionRing {
     setup: RingSetup,
     /// Which registered-file indices are in use (quirk l).
     fixed: FixedTable,
+    /// Empty pipes for `send_file`, kept for reuse (quirk m).
+    pipes: Vec<SplicePipe>,
     /// The opcodes this kernel has, asked once at construction.
     probe: Probe,
     stats: CompletionStats,
@@ -244,6 +266,7 @@ impl CompletionRing {
             epoch: 0,
             setup,
             fixed: FixedTable::default(),
+            pipes: Vec::new(),
             probe,
             stats: CompletionStats::default(),
             _not_send: PhantomData,
@@ -601,6 +624,10 @@ impl CompletionRing {
                     result = 0;
                 }
             }
+            OpKind::SendFile => match self.send_file_step(id, result) {
+                Some(last) => result = last,
+                None => return None,
+            },
             OpKind::Close => {
                 let empty = [-libc::EINVAL, -libc::ENXIO].contains(&result);
                 if empty && matches!(self.op(id).target, Target::Fixed(_)) {
@@ -720,6 +747,9 @@ impl CompletionRing {
     fn insert(&mut self, op: Op) -> u64 {
         self.live += 1;
         self.fixed.hold(op.target);
+        if let Some(sf) = &op.send_file {
+            self.fixed.hold(sf.file());
+        }
         let slot = match self.free.pop() {
             Some(s) => s as usize,
             None => {
@@ -751,7 +781,7 @@ impl CompletionRing {
 
     fn remove(&mut self, id: u64) -> Op {
         let slot = (id & u32::MAX as u64) as usize;
-        let op = self.slots[slot].take().expect("live op");
+        let mut op = self.slots[slot].take().expect("live op");
         self.generations[slot] = self.generations[slot].wrapping_add(1);
         self.free.push(slot as u32);
         self.live -= 1;
@@ -760,6 +790,10 @@ impl CompletionRing {
             self.fixed.vacate(f.0);
         }
         self.fixed.release(op.target);
+        if let Some(sf) = op.send_file.take() {
+            self.fixed.release(sf.file());
+            self.retire_pipe(*sf);
+        }
         op
     }
 }
@@ -776,6 +810,7 @@ impl Op {
             iovecs: Vec::new(),
             sent: 0,
             timespec: None,
+            send_file: None,
         }
     }
 }
