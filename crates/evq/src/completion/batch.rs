@@ -17,6 +17,9 @@ pub enum OpKind {
     Read,
     /// `send` of one owned buffer, continued by the ring until all is sent.
     Send,
+    /// `send_zc` of one owned buffer: like `Send`, zero copy, completed only after
+    /// the kernel's notification that it let go of the buffer.
+    SendZc,
     /// `send_file`: a file's bytes spliced through a pipe into a socket until the
     /// length asked for is sent (or the file ends).
     SendFile,
@@ -50,7 +53,7 @@ pub struct Completion {
     pub(super) more: bool,
     /// For `Recv`/`Read`: the provided buffer holding the data (id, length).
     pub(super) buffer: Option<(u16, u32)>,
-    /// For `Send`/`Writev`: the caller's buffers, handed back for reuse.
+    /// For `Send`/`SendZc`/`Writev`: the caller's buffers, handed back for reuse.
     pub(super) returned: Option<Vec<Vec<u8>>>,
     /// The dequeue that delivered it; received data is valid only in that one.
     pub(super) epoch: u64,
@@ -79,7 +82,7 @@ impl Completion {
     /// The result: for `Accept` the new descriptor (the caller owns it), for `Recv`
     /// and `Read` the byte count (0 = the peer closed its side, or end of file; the
     /// receive is over), for
-    /// `Send`/`Writev`/`SendFile` the bytes sent, for `Timeout` 0 when it expired, 0 otherwise.
+    /// `Send`/`SendZc`/`Writev`/`SendFile` the bytes sent, for `Timeout` 0 when it expired, 0 otherwise.
     /// Errors are the kernel's: `ECANCELED` for a cancelled operation, `ENOENT` for a
     /// cancel whose target had already finished, `ECONNRESET`, `EPIPE`, `EBADF`...
     pub fn result(&self) -> io::Result<u32> {
@@ -101,7 +104,7 @@ impl Completion {
         self.more
     }
 
-    /// For `Send`/`Writev`, takes back the buffers that were submitted.
+    /// For `Send`/`SendZc`/`Writev`, takes back the buffers that were submitted.
     pub fn take_buffers(&mut self) -> Option<Vec<Vec<u8>>> {
         self.returned.take()
     }
