@@ -192,8 +192,9 @@ pub struct ServeArgs {
     /// Print the counters as JSON at exit instead of text.
     #[arg(long)]
     pub json: bool,
-    /// I/O model: readiness (an evq backend) or completion (io_uring does the I/O;
-    /// fixed reply only, see `serve_completion`).
+    /// I/O model: readiness (an evq backend) or completion (io_uring accepts,
+    /// receives and sends; no --shed, stats path or status listener, see
+    /// `serve_completion`).
     #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
     pub io: IoModel,
 }

@@ -1,5 +1,5 @@
-//! `evq serve --io completion`: the fixed-reply server on [`evq::completion`] — the
-//! kernel accepts, receives and sends; the loop only parses and answers.
+//! `evq serve --io completion`: the server on [`evq::completion`] — the kernel
+//! accepts, receives and sends; the loop only parses and answers.
 //!
 //! One [`CompletionRing`] per thread and one `SO_REUSEPORT` listener per thread
 //! (the kernel spreads connections). Each connection has one multishot recv
@@ -7,7 +7,10 @@
 //! state) and at most one send in flight; replies produced while a send is in
 //! flight are appended and sent in one go when it completes, so pipelined requests
 //! cost one send per burst. Requests go through the same [`handle_request`] as the
-//! readiness server, so both answer byte for byte alike.
+//! readiness server, so both answer byte for byte alike: the fixed reply, or files
+//! beneath `--root` (up to 16 KiB copied into the reply with its head; larger ones
+//! read in 64 KiB chunks into the send buffer, as the readiness server does by
+//! default, so a file changed later cannot alter bytes already queued).
 //!
 //! # Quirks
 //!
@@ -17,19 +20,44 @@
 //! b) **Descriptor numbers come back** while completions for the old connection may
 //!    still be queued: tokens carry `(generation << 32) | fd`, and a completion
 //!    whose generation is not the slot's is dropped.
-//! c) **Not yet here** (refused with a clear error): files (`--root`), load shedding
-//!    (`--shed`), the stats path, and the header/idle timeouts (a silent client
-//!    holds its connection until it closes or the server stops).
+//! c) **A multishot recv keeps receiving while the output is stuck.** A client that
+//!    pipelines requests and never reads would grow the input without bound, so a
+//!    connection whose unanswered input passes [`INPUT_PAUSE`] has its recv
+//!    cancelled (the bytes wait in the socket, where TCP's window pushes back) and
+//!    re-armed once its output has drained. Replies wait likewise: no more than
+//!    [`OUTPUT_HOLD`] bytes of replies are made ahead of the socket.
+//! d) **Timeouts are a sweep**, not a timer per connection: every
+//!    `min(header, idle) / 8` (50 ms to 1 s) the thread walks its connections and
+//!    closes those past their deadline — a header started and not finished within
+//!    `--header-timeout`, nothing asked within `--idle-timeout`, or a reply the
+//!    client has not taken within `--idle-timeout`. The walk costs a few
+//!    nanoseconds a connection per sweep (10,000 idle ones: ~20 µs a second);
+//!    a timer per connection would cost a ring request each time a deadline moves.
+//! e) **An idle connection holds no buffer.** Its state is a recv's id, a
+//!    deadline and a few flags; the input, the replies being made and the file
+//!    being sent live in a separate record taken from a pool of spares when a
+//!    request arrives and given back when its replies are out.
+//! f) **Not here** (refused with a clear error): load shedding (`--shed`), the
+//!    stats path and the status listener. Overload control (`--overload`) is the
+//!    readiness server's: completions accept as fast as the kernel hands
+//!    connections over.
 
 use crate::date::DateCache;
-use crate::request::{handle_request, Body, Content, Outcome, Scratch, Site};
-use crate::ServeConfig;
+use crate::request::{handle_request, Body, Content, FileRoot, Outcome, Scratch, Site};
+use crate::{sys, ServeConfig};
 use evq::completion::{CompletionRing, Completions, OpId, OpKind};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Unanswered input, bytes, past which a connection's recv is paused (quirk c).
+pub const INPUT_PAUSE: usize = 64 * 1024;
+/// Replies made ahead of the socket, bytes, past which answering waits (quirk c).
+pub const OUTPUT_HOLD: usize = 64 * 1024;
+/// A file body is read into the send buffer this much at a time.
+const FILE_CHUNK: usize = 64 * 1024;
 
 /// How `evq serve` does its I/O.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,19 +81,36 @@ pub struct CompletionServeReport {
     pub enters: u64,
     /// Receives re-armed after the buffer ring ran dry.
     pub enobufs_rearms: u64,
+    /// Connections closed by a timeout (header, idle or a reply not taken).
+    pub timed_out: u64,
+    /// Receives paused because the client sent far ahead of its replies.
+    pub paused: u64,
 }
 
 impl std::fmt::Display for CompletionServeReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "io: completion; accepted {}; requests {}; io_uring_enter calls {} ({:.3} per request); ENOBUFS re-arms {}",
+            "io: completion; accepted {}; requests {}; io_uring_enter calls {} ({:.3} per request); ENOBUFS re-arms {}; timed out {}; receives paused {}",
             self.accepted,
             self.requests,
             self.enters,
             self.enters as f64 / self.requests.max(1) as f64,
-            self.enobufs_rearms
+            self.enobufs_rearms,
+            self.timed_out,
+            self.paused
         )
+    }
+}
+
+impl CompletionServeReport {
+    fn add(&mut self, r: &CompletionServeReport) {
+        self.accepted += r.accepted;
+        self.requests += r.requests;
+        self.enters += r.enters;
+        self.enobufs_rearms += r.enobufs_rearms;
+        self.timed_out += r.timed_out;
+        self.paused += r.paused;
     }
 }
 
@@ -73,14 +118,65 @@ const ACCEPT: u64 = u64::MAX;
 /// Token of our own cancels, whose completions need nothing done.
 const CANCEL: u64 = u64::MAX - 1;
 
-struct Conn {
+/// The rest of a file body, read into the send buffer a chunk at a time.
+struct FileBody {
+    file: OwnedFd,
+    offset: u64,
+    left: u64,
+}
+
+/// A connection's buffers and work in progress: only while it has some (an idle
+/// connection holds none; quirk e).
+#[derive(Default)]
+struct ConnIo {
     input: Vec<u8>,
     out: Vec<u8>,
+    file: Option<FileBody>,
+    /// The send in flight, while `sending` (cancelled when its client does not
+    /// take it in time).
+    send: Option<OpId>,
+}
+
+impl ConnIo {
+    fn idle(&self) -> bool {
+        self.input.is_empty() && self.out.is_empty() && self.file.is_none() && self.send.is_none()
+    }
+}
+
+/// Spare [`ConnIo`]s kept for the next busy connection.
+const IO_POOL: usize = 256;
+
+struct Conn {
     recv: OpId,
     recv_live: bool,
+    /// The recv was cancelled for backpressure (quirk c), not to close.
+    paused: bool,
     sending: bool,
     close_after_send: bool,
     closing: bool,
+    /// When the connection is closed if nothing moves (quirk d).
+    deadline: Instant,
+    io: Option<Box<ConnIo>>,
+}
+
+/// The two timeouts and the sweep's period (quirk d).
+#[derive(Clone, Copy)]
+struct Timeouts {
+    header: Duration,
+    idle: Duration,
+    sweep: Duration,
+}
+
+impl Timeouts {
+    fn of(cfg: &ServeConfig) -> Timeouts {
+        let sweep = (cfg.header_timeout.min(cfg.idle_timeout) / 8)
+            .clamp(Duration::from_millis(50), Duration::from_secs(1));
+        Timeouts {
+            header: cfg.header_timeout,
+            idle: cfg.idle_timeout,
+            sweep,
+        }
+    }
 }
 
 /// Binds the listeners (one per thread, `SO_REUSEPORT`) and returns them with the
@@ -113,15 +209,13 @@ fn refuse(what: &str) -> io::Error {
 /// address first. Returns the summed counters.
 ///
 /// # Errors
-/// A setting the completion server does not have (`--root`, `--shed`, a stats
-/// path), a kernel without the completion API, bind errors, or a ring error.
+/// A setting the completion server does not have (`--shed`, a stats path, a
+/// status listener), an unreadable `--root`, a kernel without the completion
+/// API, bind errors, or a ring error.
 pub fn serve_completion(
     cfg: &ServeConfig,
     on_listening: impl FnOnce(SocketAddr),
 ) -> io::Result<CompletionServeReport> {
-    if cfg.root.is_some() {
-        return Err(refuse("--root (files)"));
-    }
     if cfg.shed.is_some() {
         return Err(refuse("--shed"));
     }
@@ -131,27 +225,33 @@ pub fn serve_completion(
     if cfg.status_listen.is_some() {
         return Err(refuse("--status-listen"));
     }
+    cfg.validate()?;
     evq_os::signals::stop_on_signals()?;
     evq_os::signals::ignore_sigpipe();
-    let (listeners, addr) = listeners(cfg)?;
     let body: Arc<[u8]> = fixed_body(cfg.reply_size);
+    let content = match &cfg.root {
+        Some(dir) => Content::Files(FileRoot::open(dir)?.cache_valid(cfg.file_cache_valid)),
+        None => Content::Fixed(body.clone()),
+    };
+    let (listeners, addr) = listeners(cfg)?;
     let site = Arc::new(Site {
-        content: Arc::new(Content::Fixed(body.clone())),
+        content: Arc::new(content),
         limits: cfg.limits,
         closing: false,
         stats_path: None,
-        work: std::time::Duration::ZERO,
+        work: cfg.work,
     });
     // Build one ring here first, so a kernel without the API fails before we say
     // we are listening.
     drop(CompletionRing::new()?);
     on_listening(addr);
+    let timeouts = Timeouts::of(cfg);
     let threads: Vec<_> = listeners
         .into_iter()
         .map(|l| {
             let site = site.clone();
             let body = body.clone();
-            std::thread::spawn(move || run_thread(l, &site, &body))
+            std::thread::spawn(move || run_thread(l, &site, &body, timeouts))
         })
         .collect();
     let mut total = CompletionServeReport::default();
@@ -159,183 +259,373 @@ pub fn serve_completion(
         let r = t
             .join()
             .map_err(|_| io::Error::other("a completion worker panicked"))??;
-        total.accepted += r.accepted;
-        total.requests += r.requests;
-        total.enters += r.enters;
-        total.enobufs_rearms += r.enobufs_rearms;
+        total.add(&r);
     }
     Ok(total)
+}
+
+/// One thread's connections, indexed by descriptor number.
+struct Thread<'a> {
+    ring: CompletionRing,
+    conns: Vec<Option<Conn>>,
+    generations: Vec<u32>,
+    pool: Vec<Vec<u8>>,
+    /// Boxed because each moves into a connection whole (`Conn::io`): a spare
+    /// box saves an allocation per busy period.
+    #[allow(clippy::vec_box)]
+    io_pool: Vec<Box<ConnIo>>,
+    scratch: Scratch,
+    date: DateCache,
+    site: &'a Site,
+    body: &'a [u8],
+    timeouts: Timeouts,
+    now: Instant,
+    report: CompletionServeReport,
 }
 
 fn run_thread(
     listener: TcpListener,
     site: &Site,
     body: &[u8],
+    timeouts: Timeouts,
 ) -> io::Result<CompletionServeReport> {
-    let mut ring = CompletionRing::new()?;
-    let mut report = CompletionServeReport::default();
-    ring.accept_multishot(listener.as_raw_fd(), ACCEPT);
-    let mut conns: Vec<Option<Conn>> = Vec::new();
-    let mut generations: Vec<u32> = Vec::new();
-    let mut pool: Vec<Vec<u8>> = Vec::new();
-    let mut scratch = Scratch::default();
-    let mut date = DateCache::new();
+    let mut t = Thread {
+        ring: CompletionRing::new()?,
+        conns: Vec::new(),
+        generations: Vec::new(),
+        pool: Vec::new(),
+        io_pool: Vec::new(),
+        scratch: Scratch::default(),
+        date: DateCache::new(),
+        site,
+        body,
+        timeouts,
+        now: Instant::now(),
+        report: CompletionServeReport::default(),
+    };
+    t.ring.accept_multishot(listener.as_raw_fd(), ACCEPT);
     let mut batch = Completions::with_capacity(256);
+    let mut next_sweep = t.now + timeouts.sweep;
     while !evq_os::signals::stop_requested() {
-        ring.get_next_completion(&mut batch, Some(Duration::from_millis(200)))?;
-        date.refresh();
+        let wait = next_sweep
+            .saturating_duration_since(t.now)
+            .min(Duration::from_millis(200));
+        t.ring.get_next_completion(&mut batch, Some(wait))?;
+        t.now = Instant::now();
+        t.date.refresh();
         for c in batch.iter_mut() {
             if c.token() == ACCEPT {
                 match c.accepted_fd() {
-                    Some(fd) => {
-                        report.accepted += 1;
-                        let slot = fd as usize;
-                        if conns.len() <= slot {
-                            conns.resize_with(slot + 1, || None);
-                            generations.resize(slot + 1, 0);
-                        }
-                        generations[slot] = generations[slot].wrapping_add(1);
-                        let token = (generations[slot] as u64) << 32 | fd as u64;
-                        let recv = ring.recv_multishot(fd, token);
-                        conns[slot] = Some(Conn {
-                            input: Vec::new(),
-                            out: pool.pop().unwrap_or_default(),
-                            recv,
-                            recv_live: true,
-                            sending: false,
-                            close_after_send: false,
-                            closing: false,
-                        });
-                    }
+                    Some(fd) => t.admit(fd),
                     // EMFILE and friends: the connection waits in the backlog;
                     // accept again (the multishot request has ended).
                     None if !c.more() => {
-                        ring.accept_multishot(listener.as_raw_fd(), ACCEPT);
+                        t.ring.accept_multishot(listener.as_raw_fd(), ACCEPT);
                     }
                     None => {}
                 }
                 continue;
             }
-            if c.token() == CANCEL {
-                continue;
+            if c.token() != CANCEL {
+                t.completed(c);
             }
-            let fd = (c.token() & u32::MAX as u64) as i32;
-            let slot = fd as usize;
-            if generations.get(slot).copied() != Some((c.token() >> 32) as u32) {
-                continue; // quirk b
-            }
-            let token = c.token();
-            let Some(conn) = conns[slot].as_mut() else {
-                continue;
-            };
-            match c.kind() {
-                OpKind::Recv => {
-                    let data = ring.received(c).unwrap_or(&[]);
-                    if c.result().is_ok_and(|n| n > 0) && !conn.closing {
-                        conn.input.extend_from_slice(data);
-                        report.requests += answer(conn, site, body, &date, &mut scratch);
-                    }
-                    if !c.more() {
-                        // EOF, reset or our cancel: send what is answered, then close.
-                        conn.recv_live = false;
-                        conn.close_after_send = true;
-                    }
-                }
-                OpKind::Send => {
-                    conn.sending = false;
-                    if let Some(mut bufs) = c.take_buffers() {
-                        if let Some(mut b) = bufs.pop() {
-                            b.clear();
-                            pool.push(b);
-                        }
-                    }
-                    if c.result().is_err() {
-                        begin_close(&mut ring, conn);
-                    }
-                }
-                OpKind::Close => {
-                    if let Some(mut conn) = conns[slot].take() {
-                        conn.out.clear();
-                        pool.push(std::mem::take(&mut conn.out));
-                    }
-                    continue;
-                }
-                _ => {}
-            }
-            flush(&mut ring, conn, fd, token, &mut pool);
+        }
+        if t.now >= next_sweep {
+            t.sweep();
+            next_sweep = t.now + timeouts.sweep;
         }
     }
-    let stats = ring.stats();
-    report.enters = stats.enters;
-    report.enobufs_rearms = stats.enobufs_rearms;
+    let stats = t.ring.stats();
+    t.report.enters = stats.enters;
+    t.report.enobufs_rearms = stats.enobufs_rearms;
     // Connections still open close with the ring's descriptors.
-    for (fd, conn) in conns.iter().enumerate() {
+    for (fd, conn) in t.conns.iter().enumerate() {
         if conn.is_some() {
             // SAFETY: an open connection's descriptor is ours (accepted, not yet
             // closed); the ring cancels its requests when it drops below.
             drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
         }
     }
-    Ok(report)
+    Ok(t.report)
 }
 
-/// Parses every complete request in `conn.input` and appends the replies to
-/// `conn.out`. Returns how many were answered.
-fn answer(
-    conn: &mut Conn,
-    site: &Site,
-    body: &[u8],
-    date: &DateCache,
-    scratch: &mut Scratch,
-) -> u64 {
-    let mut consumed = 0;
-    let mut answered = 0;
-    while consumed < conn.input.len() && !conn.close_after_send {
-        match handle_request(
-            &conn.input[consumed..],
-            site,
-            date.text(),
-            scratch,
-            &mut conn.out,
-        ) {
-            Outcome::Incomplete => break,
-            Outcome::Done(reply) | Outcome::Stats { reply, .. } => {
-                consumed += reply.consumed;
-                answered += 1;
-                match reply.body {
-                    Body::None => {}
-                    Body::Fixed { offset } => conn.out.extend_from_slice(&body[offset..]),
-                    Body::File { fd, .. } => {
-                        // Cannot happen without --root; never leak it if it does.
-                        // SAFETY: handle_request gave us this open file to close.
-                        drop(unsafe { OwnedFd::from_raw_fd(fd) });
+impl Thread<'_> {
+    fn token(&self, fd: i32) -> u64 {
+        (self.generations[fd as usize] as u64) << 32 | fd as u64
+    }
+
+    /// A new connection: its slot, its recv, an idle deadline.
+    fn admit(&mut self, fd: i32) {
+        self.report.accepted += 1;
+        let slot = fd as usize;
+        if self.conns.len() <= slot {
+            self.conns.resize_with(slot + 1, || None);
+            self.generations.resize(slot + 1, 0);
+        }
+        self.generations[slot] = self.generations[slot].wrapping_add(1);
+        let token = self.token(fd);
+        let recv = self.ring.recv_multishot(fd, token);
+        self.conns[slot] = Some(Conn {
+            recv,
+            io: None,
+            recv_live: true,
+            paused: false,
+            sending: false,
+            close_after_send: false,
+            closing: false,
+            deadline: self.now + self.timeouts.idle,
+        });
+    }
+
+    /// A completion for one connection's recv, send or close.
+    fn completed(&mut self, c: &mut evq::completion::Completion) {
+        let fd = (c.token() & u32::MAX as u64) as i32;
+        let slot = fd as usize;
+        if self.generations.get(slot).copied() != Some((c.token() >> 32) as u32) {
+            return; // quirk b
+        }
+        let Some(mut conn) = self.conns[slot].take() else {
+            return;
+        };
+        let mut io = self.io_of(&mut conn);
+        match c.kind() {
+            OpKind::Recv => {
+                if let (Ok(n), false) = (c.result(), conn.closing) {
+                    if n > 0 {
+                        let data = self.ring.received(c).unwrap_or(&[]);
+                        if io.input.is_empty() {
+                            // A request starts: the header timeout runs.
+                            conn.deadline = self.now + self.timeouts.header;
+                        }
+                        io.input.extend_from_slice(data);
+                        self.answer(&mut conn, &mut io);
+                        if io.input.len() > INPUT_PAUSE && conn.recv_live && !conn.paused {
+                            conn.paused = true;
+                            self.report.paused += 1;
+                            self.ring.cancel(conn.recv, CANCEL);
+                        }
                     }
                 }
-                if !reply.keep_alive {
-                    conn.close_after_send = true;
+                if !c.more() {
+                    conn.recv_live = false;
+                    let cancelled =
+                        matches!(c.result(), Err(e) if e.raw_os_error() == Some(libc::ECANCELED));
+                    if !(conn.paused && cancelled) {
+                        // EOF, reset, or our cancel to close: send what is
+                        // answered, then close.
+                        conn.paused = false;
+                        conn.close_after_send = true;
+                    }
+                }
+            }
+            OpKind::Send => {
+                conn.sending = false;
+                io.send = None;
+                if let Some(mut bufs) = c.take_buffers() {
+                    if let Some(mut b) = bufs.pop() {
+                        b.clear();
+                        self.pool.push(b);
+                    }
+                }
+                if c.result().is_err() {
+                    begin_close(&mut self.ring, &mut conn);
+                } else {
+                    // The client is taking its replies: it has an idle
+                    // timeout's worth of time for the next.
+                    conn.deadline = self.now + self.timeouts.idle;
+                    if io.out.is_empty() && io.file.is_none() && !io.input.is_empty() {
+                        // Requests held back behind the output (quirk c).
+                        self.answer(&mut conn, &mut io);
+                    }
+                }
+            }
+            OpKind::Close => {
+                self.release_io(io);
+                return;
+            }
+            _ => {}
+        }
+        self.flush(&mut conn, &mut io, fd);
+        self.keep_io(&mut conn, io);
+        self.conns[slot] = Some(conn);
+    }
+
+    /// The connection's buffers, from the spare ones if it had none.
+    fn io_of(&mut self, conn: &mut Conn) -> Box<ConnIo> {
+        conn.io
+            .take()
+            .unwrap_or_else(|| self.io_pool.pop().unwrap_or_default())
+    }
+
+    /// Gives the buffers back to the connection, or to the spares if it is idle.
+    fn keep_io(&mut self, conn: &mut Conn, io: Box<ConnIo>) {
+        if io.idle() {
+            self.release_io(io);
+        } else {
+            conn.io = Some(io);
+        }
+    }
+
+    fn release_io(&mut self, mut io: Box<ConnIo>) {
+        if self.io_pool.len() < IO_POOL {
+            io.input.clear();
+            io.out.clear();
+            io.file = None;
+            io.send = None;
+            self.io_pool.push(io);
+        }
+    }
+
+    /// Parses every complete request in `io.input` that the output has room
+    /// for, and appends the replies to `io.out`.
+    fn answer(&mut self, conn: &mut Conn, io: &mut ConnIo) {
+        let mut consumed = 0;
+        while consumed < io.input.len()
+            && !conn.close_after_send
+            && io.file.is_none()
+            && io.out.len() < OUTPUT_HOLD
+        {
+            match handle_request(
+                &io.input[consumed..],
+                self.site,
+                self.date.text(),
+                &mut self.scratch,
+                &mut io.out,
+            ) {
+                Outcome::Incomplete => break,
+                Outcome::Done(reply) | Outcome::Stats { reply, .. } => {
+                    consumed += reply.consumed;
+                    self.report.requests += 1;
+                    if reply.status < 400 {
+                        self.site.work();
+                    }
+                    match reply.body {
+                        Body::None => {}
+                        Body::Fixed { offset } => io.out.extend_from_slice(&self.body[offset..]),
+                        Body::File { fd, len } => {
+                            io.file = Some(FileBody {
+                                // SAFETY: handle_request gave us this open file
+                                // to send and close.
+                                file: unsafe { OwnedFd::from_raw_fd(fd) },
+                                offset: 0,
+                                left: len,
+                            });
+                        }
+                    }
+                    if !reply.keep_alive {
+                        conn.close_after_send = true;
+                    }
                 }
             }
         }
+        io.input.drain(..consumed);
+        if io.input.is_empty() {
+            io.input = Vec::new(); // an idle connection holds no buffer
+            conn.deadline = self.now + self.timeouts.idle;
+        } else if consumed > 0 {
+            // The next request has begun.
+            conn.deadline = self.now + self.timeouts.header;
+        }
     }
-    conn.input.drain(..consumed);
-    answered
+
+    /// Starts a send of what is waiting (the next file chunk if the replies are
+    /// out), resumes a paused recv once the output has drained, or finishes a
+    /// close once nothing is in flight.
+    fn flush(&mut self, conn: &mut Conn, io: &mut ConnIo, fd: i32) {
+        let token = self.token(fd);
+        if !conn.sending && !conn.closing && io.out.is_empty() {
+            if let Some(f) = io.file.as_mut() {
+                match next_chunk(f, &mut io.out) {
+                    Ok(true) => {}
+                    Ok(false) => io.file = None,
+                    Err(()) => {
+                        // The file shrank or failed mid-body: a reset, never a
+                        // short body the client would take for the whole.
+                        io.out.clear();
+                        io.file = None;
+                        let _ = evq_os::socket::set_reset_on_close(fd);
+                        begin_close(&mut self.ring, conn);
+                    }
+                }
+                if io.file.is_none() && !conn.closing && !io.input.is_empty() {
+                    self.answer(conn, io);
+                }
+            }
+        }
+        if !conn.sending && !io.out.is_empty() && !conn.closing {
+            let next = self.pool.pop().unwrap_or_default();
+            let out = std::mem::replace(&mut io.out, next);
+            io.send = Some(self.ring.send(fd, out, token));
+            conn.sending = true;
+            return;
+        }
+        if conn.paused
+            && !conn.recv_live
+            && !conn.closing
+            && io.out.is_empty()
+            && io.file.is_none()
+            && io.input.len() <= INPUT_PAUSE
+        {
+            conn.paused = false;
+            conn.recv = self.ring.recv_multishot(fd, token);
+            conn.recv_live = true;
+        }
+        if conn.close_after_send && !conn.sending && io.file.is_none() {
+            begin_close(&mut self.ring, conn);
+        }
+        if conn.closing && !conn.recv_live && !conn.sending {
+            self.ring.close(fd, token);
+            conn.sending = true; // nothing more may start on this connection
+        }
+    }
+
+    /// Closes every connection past its deadline (quirk d).
+    fn sweep(&mut self) {
+        for fd in 0..self.conns.len() {
+            let expired = match &self.conns[fd] {
+                Some(c) => !c.closing && c.deadline <= self.now,
+                None => false,
+            };
+            if expired {
+                let mut conn = self.conns[fd].take().expect("checked above");
+                let mut io = self.io_of(&mut conn);
+                self.report.timed_out += 1;
+                io.out.clear();
+                io.file = None;
+                if let Some(send) = io.send {
+                    // A reply the client has not taken: drop it with a reset.
+                    let _ = evq_os::socket::set_reset_on_close(fd as i32);
+                    self.ring.cancel(send, CANCEL);
+                }
+                begin_close(&mut self.ring, &mut conn);
+                self.flush(&mut conn, &mut io, fd as i32);
+                self.keep_io(&mut conn, io);
+                self.conns[fd] = Some(conn);
+            }
+        }
+    }
 }
 
-/// Starts a send of what is waiting, or finishes a close once nothing is in flight.
-fn flush(ring: &mut CompletionRing, conn: &mut Conn, fd: i32, token: u64, pool: &mut Vec<Vec<u8>>) {
-    if !conn.sending && !conn.out.is_empty() && !conn.closing {
-        let next = pool.pop().unwrap_or_default();
-        let out = std::mem::replace(&mut conn.out, next);
-        ring.send(fd, out, token);
-        conn.sending = true;
-        return;
+/// Reads the next chunk of `f` into `out`. `Ok(false)`: the body is complete;
+/// `Err`: the file shrank or could not be read.
+fn next_chunk(f: &mut FileBody, out: &mut Vec<u8>) -> Result<bool, ()> {
+    if f.left == 0 {
+        return Ok(false);
     }
-    if conn.close_after_send && !conn.sending {
-        begin_close(ring, conn);
-    }
-    if conn.closing && !conn.recv_live && !conn.sending {
-        ring.close(fd, token);
-        conn.sending = true; // nothing more may start on this connection
+    let want = f.left.min(FILE_CHUNK as u64) as usize;
+    out.resize(want, 0);
+    loop {
+        match sys::pread(f.file.as_raw_fd(), &mut out[..want], f.offset as i64) {
+            Ok(0) => return Err(()),
+            Ok(n) => {
+                out.truncate(n);
+                f.offset += n as u64;
+                f.left -= n as u64;
+                return Ok(true);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(()),
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! `evq-http serve --io completion` as a user runs it: keep-alive, pipelining,
 //! `Connection: close`, HTTP/1.0, a malformed request, many connections at once,
-//! refused flags, and SIGINT → exit with a report that counts every request.
+//! files beneath `--root` byte for byte, the header and idle timeouts, a client
+//! that pipelines without reading, refused flags, and SIGINT → exit with a report
+//! that counts every request.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -186,9 +188,9 @@ fn two_threads_share_the_port() {
 #[test]
 fn settings_it_lacks_are_refused_clearly() {
     for flags in [
-        &["--root", "/tmp"][..],
-        &["--shed"],
+        &["--shed"][..],
         &["--stats-path", "/s"],
+        &["--status-listen", "127.0.0.1:0"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_evq-http"))
             .args(["serve", "--io", "completion", "--listen", "127.0.0.1:0"])
@@ -202,4 +204,230 @@ fn settings_it_lacks_are_refused_clearly() {
             "{flags:?}: {err}"
         );
     }
+}
+
+/// A directory of our own under the system's temporary directory, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("evq-completion-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The report's counter after `what ` (e.g. "timed out").
+fn counter(report: &str, what: &str) -> u64 {
+    let after = report
+        .split(&format!("{what} "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{what} in report: {report}"));
+    after
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A file's bytes: a pattern that shifts, so a chunk sent twice or out of order
+/// shows.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3] ^ seed)
+        .collect()
+}
+
+/// Reads one response's status and whole body.
+fn read_body(r: &mut BufReader<TcpStream>) -> (u16, Vec<u8>) {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .expect("status")
+        .parse()
+        .unwrap();
+    let mut length = 0;
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).unwrap();
+        if h == "\r\n" {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    r.read_exact(&mut body).unwrap();
+    (status, body)
+}
+
+#[test]
+fn files_beneath_root_arrive_byte_for_byte() {
+    let dir = TempDir::new("files");
+    // Under the copy limit, at it, and over it (several 64 KiB chunks).
+    let files = [
+        ("small.txt", 1000),
+        ("edge.bin", 16 * 1024),
+        ("big.bin", 1_000_003),
+    ];
+    for (i, (name, len)) in files.iter().enumerate() {
+        std::fs::write(dir.path().join(name), pattern(*len, i as u8)).unwrap();
+    }
+    let root = dir.path().to_str().unwrap();
+    let Some(server) = start(&["--root", root]) else {
+        return;
+    };
+    let mut conn = BufReader::new(server.connect());
+    let mut sent = 0;
+    for round in 0..3 {
+        for (i, (name, len)) in files.iter().enumerate() {
+            write!(conn.get_mut(), "GET /{name} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let (status, body) = read_body(&mut conn);
+            assert_eq!(status, 200, "{name} round {round}");
+            assert_eq!(body.len(), *len, "{name}");
+            assert!(body == pattern(*len, i as u8), "{name}: bytes differ");
+            sent += 1;
+        }
+    }
+    // Pipelined: the big file between two small ones, all in one write; the
+    // replies come in order and whole.
+    let burst = "GET /small.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /edge.bin HTTP/1.1\r\nHost: x\r\n\r\n";
+    conn.get_mut().write_all(burst.as_bytes()).unwrap();
+    for i in [0usize, 2, 1] {
+        let (status, body) = read_body(&mut conn);
+        assert_eq!(status, 200);
+        assert!(body == pattern(files[i].1, i as u8), "{}", files[i].0);
+        sent += 1;
+    }
+    // A missing file: 404, and the connection goes on.
+    conn.get_mut()
+        .write_all(b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_body(&mut conn).0, 404);
+    sent += 1;
+    drop(conn);
+    let report = server.stop();
+    assert_eq!(requests_in(&report), sent, "{report}");
+}
+
+#[test]
+fn silent_and_half_sent_clients_time_out() {
+    let Some(server) = start(&["--header-timeout", "1", "--idle-timeout", "2"]) else {
+        return;
+    };
+    // Half a request head: closed after the header timeout (about 1 s).
+    let mut half = server.connect();
+    half.write_all(b"GET / HTTP/1.1\r\nHost").unwrap();
+    // Nothing at all: closed after the idle timeout (about 2 s).
+    let mut idle = server.connect();
+    // A client that keeps asking stays: one request every 300 ms for 3 s.
+    let mut busy = BufReader::new(server.connect());
+    let started = std::time::Instant::now();
+    let mut answered = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        busy.get_mut()
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut busy).0, 200);
+        answered += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut rest = Vec::new();
+    let t = std::time::Instant::now();
+    assert_eq!(half.read_to_end(&mut rest).unwrap_or(0), 0);
+    assert_eq!(idle.read_to_end(&mut rest).unwrap_or(0), 0);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the idle ones were closed by then"
+    );
+    let report = server.stop();
+    assert_eq!(counter(&report, "timed out"), 2, "{report}");
+    assert_eq!(requests_in(&report), answered, "{report}");
+}
+
+#[test]
+fn a_client_that_pipelines_without_reading_is_paused_and_loses_nothing() {
+    let Some(server) = start(&["--reply-size", "16384"]) else {
+        return;
+    };
+    let conn = server.connect();
+    // 4,000 requests (64 MiB of replies) written without reading any: the
+    // server must stop receiving rather than buffer them all.
+    let requests = 4000;
+    let writer = {
+        let mut w = conn.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let one = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+            for _ in 0..requests {
+                w.write_all(one).unwrap();
+            }
+        })
+    };
+    // Let the server fill the socket and pause.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut r = BufReader::new(conn);
+    for i in 0..requests {
+        assert_eq!(read_response(&mut r), (200, 16384), "reply {i}");
+    }
+    writer.join().unwrap();
+    drop(r);
+    let report = server.stop();
+    assert_eq!(requests_in(&report), requests as u64, "{report}");
+    assert!(counter(&report, "receives paused") >= 1, "{report}");
+}
+
+#[test]
+fn a_client_that_never_reads_its_replies_is_closed_after_the_idle_timeout() {
+    let Some(server) = start(&["--reply-size", "65536", "--idle-timeout", "1"]) else {
+        return;
+    };
+    let mut stuck = server.connect();
+    stuck
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let one = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    // Enough requests for the replies to fill both socket buffers; the writes
+    // stop succeeding once the server pauses and the window closes, or fail
+    // once the server resets the connection.
+    for _ in 0..2000 {
+        if stuck.write_all(one).is_err() {
+            break;
+        }
+    }
+    // Meanwhile another client is served.
+    let mut other = BufReader::new(server.connect());
+    other.get_mut().write_all(one).unwrap();
+    assert_eq!(read_response(&mut other), (200, 65536));
+    // The stuck one is reset within a few seconds of its idle timeout.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut sink = vec![0u8; 1 << 20];
+    let mut got = 0usize;
+    let ended = loop {
+        match stuck.read(&mut sink) {
+            Ok(0) => break true,
+            Ok(n) => got += n,
+            Err(_) => break true,
+        }
+        if got > 512 << 20 {
+            break false;
+        }
+    };
+    assert!(ended, "the connection was not closed");
+    drop(other);
+    let report = server.stop();
+    assert!(counter(&report, "timed out") >= 1, "{report}");
 }
