@@ -25,10 +25,32 @@ impl EvqServeChild {
     /// # Errors
     /// No `evq` program, or the server does not come up.
     pub fn start(tools: &Tools, backend: BackendKind, root: &Docroot) -> io::Result<ServerProcess> {
+        Self::start_io(tools, Some(backend), root)
+    }
+
+    /// The same server on io_uring completions (`--io completion`).
+    ///
+    /// # Errors
+    /// No `evq` program, or the server does not come up (a kernel without the
+    /// completion API among the reasons).
+    pub fn start_completion(tools: &Tools, root: &Docroot) -> io::Result<ServerProcess> {
+        Self::start_io(tools, None, root)
+    }
+
+    /// `backend` for readiness, `None` for completions.
+    fn start_io(
+        tools: &Tools,
+        backend: Option<BackendKind>,
+        root: &Docroot,
+    ) -> io::Result<ServerProcess> {
         let port = free_port()?;
         let mut cmd = Command::new(tools.evq()?);
-        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--backend", backend.name(), "--threads", "1"])
+        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")]);
+        match backend {
+            Some(b) => cmd.args(["--backend", b.name()]),
+            None => cmd.args(["--io", "completion"]),
+        };
+        cmd.args(["--threads", "1"])
             .arg("--root")
             .arg(root.path())
             .args(["--idle-timeout", "600", "--header-timeout", "600"])

@@ -65,6 +65,8 @@ fn peer_claims() -> Vec<String> {
         peers_judge::P99,
         peers_judge::DROP,
         peers_judge::MEMORY,
+        peers_judge::COMPLETION,
+        peers_judge::COMPLETION_COLD,
     ])
 }
 
@@ -119,6 +121,8 @@ impl Experiment for ColdConnections {
                             peers_judge::p99_latency(&v),
                             peers_judge::drop(&v),
                             peers_judge::memory(&v),
+                            peers_judge::completion(&v),
+                            peers_judge::completion_cold(&v),
                         ],
                         notes: peers_report::notes(&v),
                         commands: peers_report::commands(&v),

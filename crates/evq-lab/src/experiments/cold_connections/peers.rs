@@ -39,13 +39,19 @@ pub const DISTURBED: f64 = 0.25;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Server {
     Evq,
+    /// `evq serve --io completion`.
+    EvqCompletion,
     Peer(PeerServerKind),
 }
+
+/// The name of `evq serve --io completion`'s rows.
+pub const EVQ_COMPLETION: &str = "evq-completion";
 
 impl Server {
     fn name(self) -> &'static str {
         match self {
             Server::Evq => "evq",
+            Server::EvqCompletion => EVQ_COMPLETION,
             Server::Peer(k) => k.name(),
         }
     }
@@ -158,7 +164,8 @@ pub struct Records {
     pub plan: Plan,
     /// The backend `evq serve` ran on.
     pub backend: String,
-    /// The servers compared, evq first.
+    /// The servers compared, evq first (then `evq-completion` where the kernel has
+    /// completions).
     pub servers: Vec<String>,
     /// Peer servers not installed here.
     pub missing: Vec<String>,
@@ -205,6 +212,15 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let root = Docroot::with_sizes(&[128, 512, 1024])?;
     let mut servers = vec![Server::Evq];
     let (mut missing, mut missing_why) = (Vec::new(), Vec::new());
+    match evq::completion::CompletionRing::new() {
+        Ok(_) => servers.push(Server::EvqCompletion),
+        Err(e) => {
+            missing_why.push(format!(
+                "{EVQ_COMPLETION} (evq serve --io completion): this kernel has no io_uring completion API ({e}); it is left out of this comparison."
+            ));
+            missing.push(EVQ_COMPLETION.to_string());
+        }
+    }
     for kind in PeerServerKind::ALL {
         match kind.available() {
             Ok(()) => servers.push(Server::Peer(kind)),
@@ -341,6 +357,9 @@ impl Rig<'_> {
                 self.backend,
                 self.root,
             )?),
+            Server::EvqCompletion => {
+                Running::Evq(EvqServeChild::start_completion(self.ctx.tools, self.root)?)
+            }
             Server::Peer(kind) => Running::Peer(PeerServer::start(kind, self.root, 1)?),
         };
         let port = running.port();

@@ -1,6 +1,6 @@
 //! The peer comparison's verdicts: pure functions of the records.
 
-use super::peers::{Point, Records};
+use super::peers::{Point, Records, EVQ_COMPLETION};
 use crate::stats::{spread, Spread};
 use crate::verdict::ClaimCheck;
 
@@ -9,6 +9,8 @@ pub(super) const P99: &str =
     "evq serve's p99 latency is at most nginx's and h2o's (HTTP server issue)";
 pub(super) const DROP: &str = "with 10,000 idle connections held open, evq serve's throughput drops ≤ 2% (nginx's drop stated beside it; HTTP server issue)";
 pub(super) const MEMORY: &str = "user-space memory per idle connection is ≤ 256 B for evq serve (nginx ~470 B; HTTP server issue)";
+pub(super) const COMPLETION: &str = "evq serve on io_uring completions answers ≥ 1.15× evq serve on epoll and ≥ 1.3× h2o's requests/s (keep-alive, one thread each; issue 17)";
+pub(super) const COMPLETION_COLD: &str = "evq serve on io_uring completions is flat under cold connections: ≤ 2% fewer replies/s and ≤ 256 B of user memory per idle connection (a multishot recv holds no buffer; issue 17)";
 
 /// The records with the questions every check and note asks of them.
 pub(super) struct View<'a> {
@@ -70,25 +72,43 @@ impl<'a> View<'a> {
         self.spread_of(server, cold, size, f).map(|s| s.median)
     }
 
-    /// evq's median replies/s over `other`'s, at no cold connections.
-    pub(super) fn ratio_at(&self, other: &'a str, size: usize) -> Option<f64> {
-        self.med("evq", self.lo, size, rps)
+    /// `one`'s median replies/s over `other`'s, at no cold connections.
+    pub(super) fn ratio_of(&self, one: &'a str, other: &'a str, size: usize) -> Option<f64> {
+        self.med(one, self.lo, size, rps)
             .zip(self.med(other, self.lo, size, rps))
             .map(|(e, o)| e / o)
     }
 
     /// "128 B 1.20×, 1024 B 1.31×" against `other`.
     pub(super) fn ratios_text(&self, other: &'a str) -> String {
+        self.ratios_of("evq", other)
+    }
+
+    /// The same for `one` against `other`.
+    pub(super) fn ratios_of(&self, one: &'a str, other: &'a str) -> String {
         self.r
             .plan
             .sizes
             .iter()
             .map(|&s| {
-                self.ratio_at(other, s)
+                self.ratio_of(one, other, s)
                     .map_or(format!("{s} B -"), |r| format!("{s} B {r:.2}×"))
             })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// Whether `one`'s ratio over `other` is at least `min` at every size
+    /// (`None` if a size lacks either).
+    fn all_at_least(&self, one: &'a str, other: &'a str, min: f64) -> Option<bool> {
+        let r: Option<Vec<f64>> = self
+            .r
+            .plan
+            .sizes
+            .iter()
+            .map(|&s| self.ratio_of(one, other, s))
+            .collect();
+        r.map(|r| r.iter().all(|&x| x >= min))
     }
 
     /// A server's drop in replies/s from no cold connections to the largest cold
@@ -133,11 +153,7 @@ fn p99(p: &Point) -> f64 {
 
 /// 1. Throughput ratios at no cold connections, every size.
 pub(super) fn throughput(v: &View) -> ClaimCheck {
-    let sizes = &v.r.plan.sizes;
-    let all_at_least = |other: &str, min: f64| -> Option<bool> {
-        let r: Option<Vec<f64>> = sizes.iter().map(|&s| v.ratio_at(other, s)).collect();
-        r.map(|r| r.iter().all(|&x| x >= min))
-    };
+    let all_at_least = |other, min| v.all_at_least("evq", other, min);
     let rate_text = v
         .names
         .iter()
@@ -290,5 +306,64 @@ pub(super) fn memory(v: &View) -> ClaimCheck {
             None
         },
         "holds if evq's median growth of anonymous resident memory (heap and stacks, not the binary's pages, which the kernel may drop and fault back) per held idle connection is at most 256 B (anonymous memory counted page by page from /proc/PID/smaps_rollup); needs at least 1,000 connections so that 4 KiB pages do not dominate; every server, evq included, is a fresh process at every point",
+    )
+}
+
+/// 5. The completion server against the readiness one and h2o.
+pub(super) fn completion(v: &View) -> ClaimCheck {
+    let c = EVQ_COMPLETION;
+    let spread_text = |n: &str| {
+        v.spread_of(n, v.lo, v.big, rps)
+            .map_or(format!("{n} -"), |s| {
+                format!("{n} {:.0} ({:.0}–{:.0})", s.median, s.min, s.max)
+            })
+    };
+    ClaimCheck::judged(
+        COMPLETION,
+        format!(
+            "replies/s at {} cold, {} B, median (min–max) of {}: {}, {}, {}. completion/epoll: {}; completion/h2o: {}; completion/nginx: {}",
+            v.lo,
+            v.big,
+            v.r.plan.repeats,
+            spread_text(c),
+            spread_text("evq"),
+            spread_text("h2o"),
+            v.ratios_of(c, "evq"),
+            v.ratios_of(c, "h2o"),
+            v.ratios_of(c, "nginx"),
+        ),
+        v.all_at_least(c, "evq", 1.15)
+            .zip(v.all_at_least(c, "h2o", 1.3))
+            .map(|(a, b)| a && b),
+        &format!(
+            "holds if, at every reply size, evq-completion's median replies/s is at least 1.15× evq serve's on {} and at least 1.3× h2o's; not measured if the kernel has no completions or h2o is missing",
+            v.r.backend
+        ),
+    )
+}
+
+/// 6. The completion server under the largest cold count.
+pub(super) fn completion_cold(v: &View) -> ClaimCheck {
+    let (c, hi) = (EVQ_COMPLETION, v.hi);
+    let drop = v.drop_of(c).filter(|&(_, at)| at == hi && hi > v.lo);
+    let bytes = v.bytes_per_conn(c, hi).filter(|_| hi >= 1000);
+    let epoll = v.drop_of("evq").filter(|&(_, at)| at == hi);
+    ClaimCheck::judged(
+        COMPLETION_COLD,
+        format!(
+            "{c}: replies/s {} from {} to {hi} cold connections ({} B), {} of anonymous memory per idle connection; evq on {}: {}, {}",
+            drop.map_or("-".into(), |(d, _)| format!("{:+.1}%", -100.0 * d)),
+            v.lo,
+            v.big,
+            v.bytes_per_conn(c, hi).map_or("-".into(), |b| format!("{b:.0} B")),
+            v.r.backend,
+            epoll.map_or("-".into(), |(d, _)| format!("{:+.1}%", -100.0 * d)),
+            v.bytes_per_conn("evq", hi).map_or("-".into(), |b| format!("{b:.0} B")),
+        ),
+        drop.zip(bytes).map(|((d, _), b)| d <= 0.02 && b <= 256.0),
+        &format!(
+            "holds if evq-completion's median replies/s at {hi} cold connections is at least 98% of that at {} and its anonymous memory grows at most 256 B per held idle connection; needs at least 1,000 cold connections (this run's largest: {hi}; the issue's figure is at 10,000)",
+            v.lo
+        ),
     )
 }

@@ -7,7 +7,7 @@ use crate::plot::{Chart, Figure, Series};
 use crate::stats::{spread, Spread};
 use std::time::Duration;
 
-const BY_COLD: &str = "evq serve (solid) against nginx, h2o and lighttpd (dashed), same files, one worker each, higher is better: a line that falls as cold connections grow pays for idle connections.";
+const BY_COLD: &str = "evq serve, on readiness and on io_uring completions (solid), against nginx, h2o and lighttpd (dashed), same files, one worker each, higher is better: a line that falls as cold connections grow pays for idle connections.";
 const BY_SIZE: &str = "Replies/s by file size with no cold connections, higher is better: evq serve (solid) against the peer servers (dashed).";
 
 /// Replies/s against cold connections, and (with several sizes) against size.
@@ -25,7 +25,7 @@ pub(super) fn figures(v: &View) -> Vec<Figure> {
             .iter()
             .map(|&n| Series {
                 name: n.to_string(),
-                evq: n == "evq",
+                evq: n.starts_with("evq"),
                 points: xs
                     .iter()
                     .filter_map(|&x| at(n, x).map(|r| (x as f64, r)))

@@ -260,3 +260,83 @@ fn evq_serve_spends_at_most_256_bytes_per_idle_connection() {
         "too few for pages"
     );
 }
+
+/// The recorded run with `evq-completion` points made from evq's (runs recorded
+/// before the completion row was measured have none).
+fn with_completion_rows() -> Records {
+    let mut r = records();
+    let peers = measured(&mut r.peers);
+    let copies: Vec<peers::Point> = peers
+        .points
+        .iter()
+        .filter(|p| p.server == "evq")
+        .map(|p| peers::Point {
+            server: peers::EVQ_COMPLETION.into(),
+            ..p.clone()
+        })
+        .collect();
+    peers.points.extend(copies);
+    peers.servers.insert(1, peers::EVQ_COMPLETION.into());
+    r
+}
+
+#[test]
+fn completions_against_epoll_and_h2o() {
+    let mut r = records();
+    measured(&mut r.peers)
+        .points
+        .retain(|p| p.server != peers::EVQ_COMPLETION);
+    assert_eq!(
+        judged(&r, peers_judge::COMPLETION),
+        NotMeasured,
+        "a run without the completion row judges nothing"
+    );
+    let mut r = with_completion_rows();
+    peers_at(&mut r, "evq", 0, 1000.0, 5.0);
+    peers_at(&mut r, "h2o", 0, 880.0, 5.0);
+    peers_at(&mut r, peers::EVQ_COMPLETION, 0, 1150.0, 5.0);
+    assert_eq!(judged(&r, peers_judge::COMPLETION), Holds);
+    peers_at(&mut r, peers::EVQ_COMPLETION, 0, 1149.0, 5.0);
+    assert_eq!(
+        judged(&r, peers_judge::COMPLETION),
+        Differs,
+        "under 1.15× epoll"
+    );
+    peers_at(&mut r, peers::EVQ_COMPLETION, 0, 1200.0, 5.0);
+    peers_at(&mut r, "h2o", 0, 950.0, 5.0);
+    assert_eq!(
+        judged(&r, peers_judge::COMPLETION),
+        Differs,
+        "under 1.3× h2o"
+    );
+    measured(&mut r.peers).points.retain(|p| p.server != "h2o");
+    assert_eq!(
+        judged(&r, peers_judge::COMPLETION),
+        NotMeasured,
+        "h2o missing"
+    );
+}
+
+#[test]
+fn completions_under_cold_connections() {
+    let mut r = with_completion_rows();
+    let hi = *measured(&mut r.peers).plan.colds.last().unwrap();
+    let c = peers::EVQ_COMPLETION;
+    peers_at(&mut r, c, 0, 1000.0, 5.0);
+    peers_at(&mut r, c, hi, 981.0, 5.0);
+    for p in peer_points(&mut r, c, hi) {
+        p.bytes_per_idle_conn = Some(200.0);
+    }
+    assert_eq!(judged(&r, peers_judge::COMPLETION_COLD), Holds);
+    peers_at(&mut r, c, hi, 979.0, 5.0);
+    assert_eq!(judged(&r, peers_judge::COMPLETION_COLD), Differs, "3% lost");
+    peers_at(&mut r, c, hi, 990.0, 5.0);
+    for p in peer_points(&mut r, c, hi) {
+        p.bytes_per_idle_conn = Some(257.0);
+    }
+    assert_eq!(judged(&r, peers_judge::COMPLETION_COLD), Differs, "257 B");
+    for p in peer_points(&mut r, c, hi) {
+        p.skipped = Some("held 3 of 2000".into());
+    }
+    assert_eq!(judged(&r, peers_judge::COMPLETION_COLD), NotMeasured);
+}
