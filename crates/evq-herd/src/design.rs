@@ -23,6 +23,10 @@ pub enum Design {
     Serv02lKoneR1,
     /// Wake-one, rotating every 16 deliveries (nginx-like).
     Serv02lKoneR16,
+    /// Wake-one rotating after every delivery in a fair-share group (evq's
+    /// default): a worker 8 connections ahead of the fewest steps out of the line
+    /// until the others catch up, which keeps shares even while all are busy.
+    Serv02lKoneFair,
     /// Wake-one through the kqueue personality (`EV_WAKEONE`, mkII rotation).
     Serv02lKoneKq,
     /// Prefork, `fcntl` lock around `accept`.
@@ -54,6 +58,7 @@ impl Design {
         Design::Serv02lKone,
         Design::Serv02lKoneR1,
         Design::Serv02lKoneR16,
+        Design::Serv02lKoneFair,
         Design::Serv02lKoneKq,
         Design::Serv03,
         Design::Serv04,
@@ -76,6 +81,7 @@ impl Design {
             Design::Serv02lKone => "serv02l-kone",
             Design::Serv02lKoneR1 => "serv02l-kone-r1",
             Design::Serv02lKoneR16 => "serv02l-kone-r16",
+            Design::Serv02lKoneFair => "serv02l-kone-fair",
             Design::Serv02lKoneKq => "serv02l-kone-kq",
             Design::Serv03 => "serv03",
             Design::Serv04 => "serv04",
@@ -98,6 +104,7 @@ impl Design {
                 | Design::Serv02lKone
                 | Design::Serv02lKoneR1
                 | Design::Serv02lKoneR16
+                | Design::Serv02lKoneFair
                 | Design::Serv02lKoneKq
         )
     }

@@ -9,8 +9,11 @@
 //! **per-worker share** of connections (max/min and Jain's fairness index).
 //!
 //! Besides Stevens' designs it runs epoll wake-one (`EPOLLEXCLUSIVE`) alone and with
-//! [`evq::WakeOneRotation`] (`serv02l-kone-r1`, `-r16`), the kqueue personality's
-//! `EV_WAKEONE` (`serv02l-kone-kq`) and `SO_REUSEPORT` sharding (`reuseport`).
+//! [`evq::WakeOneRotation`] (`serv02l-kone-r1`, `-r16`), evq's default — rotation
+//! every 1 in a fair-share group, [`evq::WakeOneRotation::fair_among`], which keeps
+//! shares even while every worker is busy (`serv02l-kone-fair`) — the kqueue
+//! personality's `EV_WAKEONE` (`serv02l-kone-kq`) and `SO_REUSEPORT` sharding
+//! (`reuseport`).
 //!
 //! [`run`] does the work. With feature `cli`, `HerdArgs` is the command line, so
 //! a CLI can mount it as a subcommand and call `cli` (without the feature a

@@ -1,5 +1,6 @@
 //! The server designs of Stevens' *UNIX Network Programming* ch. 30 as SEEDS 003
-//! ran them, plus epoll wake-one with rotation, the kqueue personality and
+//! ran them, plus epoll wake-one with rotation (alone, and in a fair-share group:
+//! evq's default), the kqueue personality and
 //! `SO_REUSEPORT` sharding. Every design runs in forked processes, so a run's
 //! server shares nothing with the client threads but the listening socket and the
 //! counters in shared memory.
@@ -120,18 +121,26 @@ pub(crate) fn start(design: Design, ctx: &Arc<Ctx>) -> io::Result<Server> {
                     pids.push(fork_child(|| select_worker(ctx, lfd, slot))?);
                 }
             }
-            Design::Serv02lK
-            | Design::Serv02lKone
-            | Design::Serv02lKoneR1
-            | Design::Serv02lKoneR16 => {
-                let rotation = match design {
-                    Design::Serv02lK => None,
-                    Design::Serv02lKone => Some(0),
-                    Design::Serv02lKoneR1 => Some(1),
-                    _ => Some(16),
-                };
+            Design::Serv02lK => {
                 for slot in 0..w {
-                    pids.push(fork_child(|| epoll_worker(ctx, lfd, slot, rotation))?);
+                    pids.push(fork_child(|| epoll_worker(ctx, lfd, slot, None))?);
+                }
+            }
+            Design::Serv02lKone
+            | Design::Serv02lKoneR1
+            | Design::Serv02lKoneR16
+            | Design::Serv02lKoneFair => {
+                let one = WakeOneRotation::new(lfd, Interest::READ, Options::new(0));
+                let rotations = match design {
+                    Design::Serv02lKone => vec![one.every(0); w],
+                    Design::Serv02lKoneR1 => vec![one.every(1); w],
+                    Design::Serv02lKoneR16 => vec![one.every(16); w],
+                    // evq's default: rotation every DEFAULT_EVERY in a fair-share
+                    // group, its ledger in shared memory made before the fork.
+                    _ => one.fair_among(w)?,
+                };
+                for (slot, rot) in rotations.into_iter().enumerate() {
+                    pids.push(fork_child(|| epoll_worker(ctx, lfd, slot, Some(rot)))?);
                 }
             }
             Design::Serv02lKoneKq => {
@@ -237,14 +246,14 @@ fn select_worker(ctx: &Ctx, lfd: RawFd, slot: usize) -> i32 {
 }
 
 /// serv02l-k (`rotation` None: a plain epoll registration per worker, everybody
-/// wakes) and serv02l-kone (wake-one; `Some(k)` rotates every k deliveries, 0 never).
-fn epoll_worker(ctx: &Ctx, lfd: RawFd, slot: usize, rotation: Option<u32>) -> i32 {
+/// wakes) and serv02l-kone (wake-one, rotating as `rotation` says; a member of a
+/// fair-share group that is ahead of the others waits out of line in `rejoin`
+/// until they catch up).
+fn epoll_worker(ctx: &Ctx, lfd: RawFd, slot: usize, mut rotation: Option<WakeOneRotation>) -> i32 {
     let Ok(mut q) = EventQueue::with_backend(BackendKind::Epoll) else {
         return 2;
     };
-    let mut rot =
-        rotation.map(|k| WakeOneRotation::new(lfd, Interest::READ, Options::new(0)).every(k));
-    let declared = match rot.as_mut() {
+    let declared = match rotation.as_mut() {
         Some(r) => r.declare(&mut q),
         None => q.declare_interest(lfd, Interest::READ, Options::new(0)),
     };
@@ -254,6 +263,12 @@ fn epoll_worker(ctx: &Ctx, lfd: RawFd, slot: usize, rotation: Option<u32>) -> i3
     let _meter = ctx.ready(slot);
     let mut events = Events::with_capacity(4);
     while !ctx.counters.stopping() {
+        if let Some(r) = rotation.as_mut().filter(|r| r.is_yielding()) {
+            if r.rejoin(&mut q, TICK).is_err() {
+                return 3;
+            }
+            continue;
+        }
         match q.get_next_event(&mut events, Some(TICK)) {
             Ok(0) => continue,
             Ok(_) => {}
@@ -262,7 +277,7 @@ fn epoll_worker(ctx: &Ctx, lfd: RawFd, slot: usize, rotation: Option<u32>) -> i3
         if !accept_after_wakeup(ctx, lfd, slot) {
             break;
         }
-        if let Some(r) = rot.as_mut() {
+        if let Some(r) = rotation.as_mut() {
             if r.delivered(&mut q).is_err() {
                 return 3;
             }
