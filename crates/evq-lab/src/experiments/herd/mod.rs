@@ -59,7 +59,7 @@ impl Experiment for Herd {
 
     fn plan(&self, size: RunSize) -> Plan {
         let designs: Vec<String> = match size {
-            RunSize::Smoke => ["serv02", "serv02l-k", "serv02l-kone", "serv02l-kone-r1"]
+            RunSize::Smoke => ["serv02", "serv02l-k", "serv02l-kone", "serv02l-kone-fair"]
                 .iter()
                 .map(|d| d.to_string())
                 .collect(),
