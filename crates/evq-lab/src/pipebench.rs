@@ -7,10 +7,18 @@
 //! as a ratio against the floor measured minutes apart at most. Contenders are
 //! rotated between repetitions (A/B alternation) and the median is reported. The
 //! measuring thread stays on one CPU for the whole run (`EVQ_LAB_PIN=0`: unpinned).
+//!
+//! Beside the readiness backends runs [`COMPLETION`]: the same loop on io_uring
+//! completions (`evq::completion`), SEEDS 002's shared result ring in today's form.
+//! Every probe carries one multishot read, armed once; an iteration writes the
+//! token and dequeues the completion that already holds the byte the kernel read
+//! — a write and one `io_uring_enter` per event where the readiness loops make a
+//! write, a wait and a read.
 
 pub use crate::probe_fds::FdKind;
 use crate::probe_fds::ProbeFds;
 use crate::resources::raise_nofile;
+use evq::completion::{CompletionOptions, CompletionRing, Completions, OpKind, Setup};
 use evq::{BackendKind, EventQueue, Events, Interest, Options};
 use evq_os::CpuUsage as CpuTime;
 use serde::{Deserialize, Serialize};
@@ -79,10 +87,14 @@ pub enum Baseline {
     None,
 }
 
+/// The contender name of the completion loop (`evq::completion`, multishot reads).
+pub const COMPLETION: &str = "completion";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Contender {
     Raw(i32, &'static str),
     Evq(BackendKind),
+    Completion,
 }
 
 impl Contender {
@@ -90,20 +102,35 @@ impl Contender {
         match self {
             Contender::Raw(_, n) => n,
             Contender::Evq(k) => k.name(),
+            Contender::Completion => COMPLETION,
         }
     }
     fn cost_grows_with_fds(&self) -> bool {
         match self {
             Contender::Raw(kind, _) => *kind == 1,
             Contender::Evq(k) => k.capabilities().cost_grows_with_interest,
+            Contender::Completion => false,
         }
     }
+}
+
+/// Whether this kernel runs the completion loop (multishot read: Linux 6.7).
+pub fn completion_available() -> bool {
+    let Ok(mut ring) = CompletionRing::new() else {
+        return false;
+    };
+    let Ok(fd) = ProbeFds::open(FdKind::Eventfd, 1) else {
+        return false;
+    };
+    ring.read_multishot(fd.read_fds[0], 0).is_ok()
 }
 
 #[derive(Clone, Copy)]
 struct Sample {
     ns_per_event: f64,
     scan_ns: Option<f64>,
+    /// The completion loop's `io_uring_enter` calls per event.
+    enters: Option<f64>,
     user_ns: f64,
     sys_ns: f64,
 }
@@ -137,6 +164,10 @@ pub struct PipebenchRecord {
     /// space (timed directly, not tick-sampled).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scan_ns_per_event: Option<f64>,
+    /// The completion loop only: median `io_uring_enter` calls per event (the
+    /// readiness loops make one wait and one read per event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enters_per_event: Option<f64>,
 }
 
 fn median(v: Vec<f64>) -> f64 {
@@ -207,6 +238,72 @@ fn run_evq(kind: BackendKind, l: &Loop) -> io::Result<Sample> {
     Ok(sample(elapsed, cpu, iters))
 }
 
+/// The loop on completions: each probe's multishot read is armed once, outside
+/// the timed part, as the readiness loops register once.
+fn run_completion(l: &Loop) -> io::Result<Sample> {
+    let (probes, iters, warmup, seed, batch) = (l.probes, l.iters, l.warmup, l.seed, l.batch);
+    let bytes = probes.token_bytes();
+    // Enough provided buffers for a batch and its successor; a probe holds a
+    // buffer only while its byte waits in the completion queue.
+    let buffers = (2 * batch as u32).next_power_of_two().max(64);
+    // Without DEFER_TASKRUN: the writer is the waiter here, so the kernel's read
+    // runs as the write returns and the dequeue finds the result in shared memory
+    // without entering at all (with it, every dequeue must enter; measured within
+    // noise of each other on 6.18, the enter-free form is SEEDS 002's point).
+    let mut ring = CompletionRing::with_options(
+        CompletionOptions::new()
+            .defer_taskrun(Setup::Off)
+            .buffers(buffers)
+            .buffer_size(64)
+            .cq_entries(
+                (2 * probes.read_fds.len() as u32)
+                    .next_power_of_two()
+                    .max(256),
+            ),
+    )?;
+    for (i, &fd) in probes.read_fds.iter().enumerate() {
+        ring.read_multishot(fd, i as u64)?;
+    }
+    ring.submit()?;
+    let mut done = Completions::with_capacity(batch);
+    let token = 1u64.to_ne_bytes();
+    let mut rng = Xorshift(seed);
+    let n = probes.read_fds.len() as u64;
+    let mut start = Instant::now();
+    let mut cpu0 = CpuTime::of_thread();
+    let mut enters0 = 0;
+    for it in 0..warmup + iters {
+        if it == warmup {
+            cpu0 = CpuTime::of_thread();
+            enters0 = ring.stats().enters;
+            start = Instant::now();
+        }
+        let p = (rng.next() % n) as usize;
+        // SAFETY: writes `bytes` (1 or 8) bytes from a live 8-byte array.
+        if unsafe { libc::write(probes.write_fds[p], token.as_ptr().cast(), bytes) }
+            != bytes as isize
+        {
+            return Err(io::Error::last_os_error());
+        }
+        ring.get_next_completion(&mut done, None)?;
+        for c in done.iter() {
+            let got = c.result()? as usize;
+            if c.kind() != OpKind::Read || got != bytes || !c.more() {
+                return Err(io::Error::other(format!(
+                    "probe {}: a read of {got} bytes (more: {}) where {bytes} were written",
+                    c.token(),
+                    c.more()
+                )));
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    let cpu = CpuTime::of_thread().since(cpu0);
+    let mut s = sample(elapsed, cpu, iters);
+    s.enters = Some((ring.stats().enters - enters0) as f64 / iters as f64);
+    Ok(s)
+}
+
 fn run_raw(kind: i32, l: &Loop) -> io::Result<Sample> {
     let (probes, iters, warmup, seed, batch) = (l.probes, l.iters, l.warmup, l.seed, l.batch);
     let cpu0 = CpuTime::of_thread();
@@ -243,6 +340,7 @@ fn sample(elapsed: Duration, cpu: CpuTime, iters: u64) -> Sample {
     Sample {
         ns_per_event: per(elapsed),
         scan_ns: None,
+        enters: None,
         user_ns: per(cpu.user),
         sys_ns: per(cpu.system),
     }
@@ -259,8 +357,21 @@ fn contenders(args: &Config) -> io::Result<Vec<Contender>> {
     }
     if args.backends.is_empty() {
         list.extend(BackendKind::candidates().into_iter().map(Contender::Evq));
+        if completion_available() {
+            list.push(Contender::Completion);
+        }
     } else {
         for name in &args.backends {
+            if name == COMPLETION {
+                if !completion_available() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "the completion loop needs io_uring's multishot read (Linux 6.7)",
+                    ));
+                }
+                list.push(Contender::Completion);
+                continue;
+            }
             let kind: BackendKind = name.parse()?;
             kind.available().map_err(|e| {
                 io::Error::new(e.kind(), format!("backend {kind} is unavailable here: {e}"))
@@ -340,6 +451,9 @@ pub fn measure(args: &Config, mut progress: impl FnMut(&str)) -> io::Result<Vec<
                 };
                 let s = match c {
                     Contender::Raw(k, _) => run_raw(k, &l)?,
+                    Contender::Completion => run_completion(&l).map_err(|e| {
+                        io::Error::new(e.kind(), format!("{COMPLETION} at {fds} fds: {e}"))
+                    })?,
                     Contender::Evq(k) => match run_evq(k, &l) {
                         // The rtsig backends refuse files that cannot signal (eventfd
                         // probes): leave them out of this size unless asked for by name.
@@ -375,6 +489,11 @@ pub fn measure(args: &Config, mut progress: impl FnMut(&str)) -> io::Result<Vec<
                 sys_ns_per_event: median(s.iter().map(|x| x.sys_ns).collect()),
                 scan_ns_per_event: if s.iter().all(|x| x.scan_ns.is_some()) {
                     Some(median(s.iter().filter_map(|x| x.scan_ns).collect()))
+                } else {
+                    None
+                },
+                enters_per_event: if s.iter().all(|x| x.enters.is_some()) {
+                    Some(median(s.iter().filter_map(|x| x.enters).collect()))
                 } else {
                     None
                 },

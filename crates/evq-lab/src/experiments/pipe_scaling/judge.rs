@@ -2,12 +2,12 @@
 
 use super::{PipeSweep, Records, DEVPOLL, PIPE_EPOLL};
 use crate::experiment::Judged;
-use crate::pipebench::{find, PipebenchRecord};
+use crate::pipebench::{find, PipebenchRecord, COMPLETION};
 use crate::plot::{Chart, Figure, Series};
 use crate::verdict::ClaimCheck;
 
 /// What to look at in the figure `pipe_scaling`.
-const CAPTION_PIPE_SCALING: &str = "Lower is cheaper. poll's and select's cost per event climbs with the descriptors watched; epoll and uring stay nearly flat, as the raw C epoll loop does. evq's backends are solid, the raw C loops (raw-none, raw-poll, raw-epoll) dashed.";
+const CAPTION_PIPE_SCALING: &str = "Lower is cheaper. poll's and select's cost per event climbs with the descriptors watched; epoll, uring and the completion loop (io_uring multishot reads, results in the ring) stay nearly flat, as the raw C epoll loop does. evq's backends are solid, the raw C loops (raw-none, raw-poll, raw-epoll) dashed.";
 /// What to look at in the figure `pipe_scaling_pipes`.
 const CAPTION_PIPE_SCALING_PIPES: &str = "On pipes: the RT-signal backends and the /dev/poll personality should each stay nearly flat as descriptors grow (a cost per event, not per descriptor). evq is solid, the raw C epoll loop dashed.";
 /// What to look at in the figure `pipe_scaling_cpu`.
@@ -25,9 +25,10 @@ const EPOLL_FLAT: &str =
     "epoll's cost of waiting does not grow with idle descriptors (/dev/epoll's claim, SEEDS 002)";
 const DEVPOLL_FLAT: &str = "/dev/poll's cost per event stays nearly flat as descriptors grow (1,523 → 2,179 ms, 1 → 4,000 fds: ×1.43)";
 const RTSIG_FLAT: &str = "RT-signal delivery, like /dev/poll, costs per event, not per descriptor (seed 001's premise, on seed 004's test)";
+const RESULT_RING: &str = "a shared result ring beats a system call per event: results dequeued from shared memory cost less per event than epoll's wait and read (SEEDS 002's /dev/epoll, in io_uring's completion form)";
 
 /// Every claim, in report order.
-pub(super) const CLAIMS: [&str; 8] = [
+pub(super) const CLAIMS: [&str; 9] = [
     POLL_GROWS,
     GAP,
     USER_SCAN,
@@ -36,6 +37,7 @@ pub(super) const CLAIMS: [&str; 8] = [
     EPOLL_FLAT,
     DEVPOLL_FLAT,
     RTSIG_FLAT,
+    RESULT_RING,
 ];
 
 fn ns(records: &[PipebenchRecord], backend: &str, fds: usize) -> Option<f64> {
@@ -63,6 +65,7 @@ pub(super) fn judge(r: &Records) -> Judged {
     checks.extend(epoll_flat(r));
     checks.extend(devpoll_flat(&r.pipes));
     checks.extend(rtsig_flat(&r.pipes));
+    checks.push(result_ring(r));
     Judged {
         checks,
         notes: notes(r),
@@ -245,6 +248,52 @@ fn rtsig_flat(pipes: &PipeSweep) -> Option<ClaimCheck> {
         growth("rtsig").zip(growth("rtsig-bulk")).map(|(a, b)| a <= 2.0 && b <= 2.0),
         "holds if both RT-signal backends grow at most 2× over the sweep; with one event per iteration the bulk dequeue has nothing to batch, so rtsig-bulk ≈ rtsig here (the signals experiment measures batching)",
     ))
+}
+
+/// SEEDS 002 on completions: the completion loop (multishot reads, results in
+/// the ring) against evq's epoll, with the readiness-over-uring row beside.
+fn result_ring(r: &Records) -> ClaimCheck {
+    let at = |b: &str, n| ns(&r.main, b, n);
+    let sizes: Vec<usize> = r
+        .plan
+        .fds
+        .iter()
+        .copied()
+        .filter(|&n| at(COMPLETION, n).is_some())
+        .collect();
+    let text: Vec<String> = sizes
+        .iter()
+        .map(|&n| {
+            let enters = find(&r.main, COMPLETION, n).and_then(|p| p.enters_per_event);
+            format!(
+                "{n} fds: completion {:.0} ns ({} io_uring_enter per event), epoll {:.0} ns, uring polls {:.0} ns; completion / epoll {:.2}",
+                at(COMPLETION, n).unwrap_or(f64::NAN),
+                enters.map_or("-".into(), |e| format!("{e:.2}")),
+                at("epoll", n).unwrap_or(f64::NAN),
+                at("uring", n).unwrap_or(f64::NAN),
+                at(COMPLETION, n).zip(at("epoll", n)).map_or(f64::NAN, |(c, e)| c / e),
+            )
+        })
+        .collect();
+    let holds: Option<bool> = if sizes.is_empty() {
+        None
+    } else {
+        sizes
+            .iter()
+            .map(|&n| Some(at(COMPLETION, n)? < at("epoll", n)?))
+            .collect::<Option<Vec<bool>>>()
+            .map(|v| v.iter().all(|&b| b))
+    };
+    ClaimCheck::judged(
+        RESULT_RING,
+        if sizes.is_empty() {
+            "the completion loop did not run (this kernel lacks io_uring's multishot read, Linux 6.7)".into()
+        } else {
+            text.join("; ")
+        },
+        holds,
+        "holds if the completion loop (each probe's multishot read armed once; an iteration writes the token and dequeues the completion that holds the byte the kernel read) costs less per event than evq's epoll loop (write, wait, read) at every size; the uring row (io_uring as a readiness source, a poll per descriptor) is shown beside it, not judged",
+    )
 }
 
 fn notes(r: &Records) -> Vec<String> {

@@ -14,8 +14,10 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         reps: plan.reps,
         ..Config::default()
     };
-    // pipebench reports each contender's run: the raw C floor's three and evq's.
-    let contenders = 3 + evq::BackendKind::candidates().len();
+    // pipebench reports each contender's run: the raw C floor's three, evq's
+    // backends and, where the kernel has it, the completion loop.
+    let contenders =
+        3 + evq::BackendKind::candidates().len() + usize::from(pipebench::completion_available());
     ctx.expect(plan.fds.len() * plan.reps * contenders);
     let main = pipebench::measure(&config, |line| ctx.step(line))?;
     let pipes = pipe_sweep(ctx, &plan, &main)?;
@@ -111,6 +113,7 @@ fn devpoll_sweep(ctx: &Ctx, sizes: &[usize], plan: &Plan) -> io::Result<Vec<Pipe
             user_ns_per_event: f64::NAN,
             sys_ns_per_event: f64::NAN,
             scan_ns_per_event: None,
+            enters_per_event: None,
         });
     }
     Ok(records)

@@ -36,8 +36,8 @@ fn the_recorded_run_is_judged_claim_by_claim() {
     let r = records();
     let j = PipeScaling.judge(&r);
     // The quick sweep ran on pipes: the RT-signal claim is the main sweep's, not
-    // the pipe sweep's, so seven checks.
-    assert_eq!(j.checks.len(), 7, "{:#?}", j.checks);
+    // the pipe sweep's, so seven checks, and the result ring's.
+    assert_eq!(j.checks.len(), 8, "{:#?}", j.checks);
     assert_eq!(j.figures.len(), 3);
     assert!(j.checks.iter().all(|c| !c.measured.is_empty()));
 }
@@ -174,4 +174,37 @@ fn rt_signals_on_the_pipe_sweep() {
     assert_eq!(judged(&r, RTSIG_FLAT), Differs);
     without(&mut r.pipes.records, "rtsig");
     assert_eq!(judged(&r, RTSIG_FLAT), NotMeasured);
+}
+
+/// The recorded run with completion rows made from epoll's (runs recorded
+/// before the completion loop was measured have none).
+fn with_completion(r: &mut Records) {
+    let copies: Vec<PipebenchRecord> = r
+        .main
+        .iter()
+        .filter(|p| p.backend == "epoll")
+        .map(|p| PipebenchRecord {
+            backend: COMPLETION.into(),
+            enters_per_event: Some(0.0),
+            ..p.clone()
+        })
+        .collect();
+    r.main.retain(|p| p.backend != COMPLETION);
+    r.main.extend(copies);
+}
+
+#[test]
+fn a_result_ring_beats_a_system_call_per_event() {
+    let mut r = records();
+    without(&mut r.main, COMPLETION);
+    assert_eq!(judged(&r, RESULT_RING), NotMeasured, "no completion rows");
+    with_completion(&mut r);
+    let fds = r.plan.fds.clone();
+    for &n in &fds {
+        set(&mut r.main, "epoll", n, 1000.0);
+        set(&mut r.main, COMPLETION, n, 999.0);
+    }
+    assert_eq!(judged(&r, RESULT_RING), Holds);
+    set(&mut r.main, COMPLETION, *fds.last().unwrap(), 1000.0);
+    assert_eq!(judged(&r, RESULT_RING), Differs, "a tie is not a win");
 }
