@@ -137,8 +137,9 @@ fn fair_among_checks_the_size() {
 /// Connections served per worker when every worker is busy: four workers share a
 /// listener, worker 0 serves at once and the others take `SLOW` per connection,
 /// and 16 clients keep the backlog full. Each worker takes one connection per
-/// wake-up and rotates after it.
-fn busy_shares(group: bool) -> Vec<u64> {
+/// wake-up and rotates after it. Returns the shares and how many times a member
+/// passed over one that made no progress.
+fn busy_shares(group: bool) -> (Vec<u64>, u64) {
     const WORKERS: usize = 4;
     const CLIENTS: usize = 16;
     const CONNECTIONS: usize = 600;
@@ -185,7 +186,7 @@ fn busy_shares(group: bool) -> Vec<u64> {
                     }
                     rot.delivered(&mut q).unwrap();
                 }
-                served
+                (served, rot.passed_over())
             })
         })
         .collect();
@@ -210,9 +211,10 @@ fn busy_shares(group: bool) -> Vec<u64> {
         c.join().unwrap();
     }
     stop.store(true, Ordering::Release);
-    let shares: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let (shares, passed): (Vec<u64>, Vec<u64>) =
+        workers.into_iter().map(|w| w.join().unwrap()).unzip();
     assert_eq!(shares.iter().sum::<u64>(), CONNECTIONS as u64, "{shares:?}");
-    shares
+    (shares, passed.iter().sum())
 }
 
 /// Rotation alone orders only the workers asleep in their wait; busy ones find
@@ -221,7 +223,7 @@ fn busy_shares(group: bool) -> Vec<u64> {
 /// ahead, and the shares stay within the lead of each other.
 #[test]
 fn while_busy_shares_follow_the_ledger_not_the_speed() {
-    let alone = busy_shares(false);
+    let (alone, _) = busy_shares(false);
     let min = *alone.iter().min().unwrap();
     eprintln!("rotation alone: {alone:?}");
     assert!(
@@ -229,14 +231,20 @@ fn while_busy_shares_follow_the_ledger_not_the_speed() {
         "the fast worker should have run away with the work: {alone:?}"
     );
 
-    let fair = busy_shares(true);
-    eprintln!("fair-share group: {fair:?}");
+    let (fair, passed_over) = busy_shares(true);
+    eprintln!("fair-share group: {fair:?}, passed over {passed_over}");
     let (max, min) = (*fair.iter().max().unwrap(), *fair.iter().min().unwrap());
-    // The lead, plus one delivery the ledger counts but whose accept found the
-    // backlog empty (a collision), with room for a few of those.
+    // The lead, plus deliveries the ledger counts whose accept found the backlog
+    // empty (collisions), with room for a few of those. A worker the machine did
+    // not run for the whole patience was passed over and forfeited its turns
+    // meanwhile (a heavily loaded box): then only the bound, 1.2.
     let bound = u64::from(WakeOneRotation::DEFAULT_LEAD) + 4;
-    assert!(
-        max - min <= bound,
-        "max {max} - min {min} > {bound}: {fair:?}"
-    );
+    if passed_over == 0 {
+        assert!(
+            max - min <= bound,
+            "max {max} - min {min} > {bound}: {fair:?}"
+        );
+    } else {
+        assert!(max * 5 <= min * 6, "max/min > 1.2: {fair:?}");
+    }
 }
