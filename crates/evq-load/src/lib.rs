@@ -40,6 +40,7 @@ mod request;
 mod schedule;
 mod slots;
 mod stats;
+mod tally;
 mod wan;
 
 #[cfg(feature = "cli")]

@@ -22,29 +22,19 @@ use crate::request::build_request;
 use crate::schedule::{Plan, Step};
 use crate::slots::{generation_of, Slots};
 use crate::stats::{ErrorKind, LoadReport, ThreadStats};
+use crate::tally::{Dialer, Shared, Tally};
 use evq::{Event, EventQueue, Events, Interest, Mode, Options, TimerId};
 use evq_os::CpuUsage;
-use evq_os::LocalBind;
 use evq_wire::{HeadParser, Reply, ResponseReader};
 use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::os::fd::{IntoRawFd, RawFd};
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const TIMER_BIT: u64 = 1 << 63;
 const MAX_WAIT: Duration = Duration::from_millis(100);
 const READ_BUF: usize = 64 * 1024;
-
-/// Counters the progress line reads while threads run.
-#[derive(Default)]
-struct Shared {
-    conns: AtomicU64,
-    replies: AtomicU64,
-    errors: AtomicU64,
-    active: AtomicI64,
-    done: AtomicUsize,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -77,28 +67,18 @@ enum Outcome {
 
 struct Worker<'a> {
     cfg: &'a LoadConfig,
-    shared: &'a Shared,
-    addr: SocketAddr,
+    t: Tally<'a>,
+    dialer: Dialer,
     queue: EventQueue,
     edge: bool,
     /// Boxed so that taking a connection out for its event and putting it back
     /// moves a pointer, not the connection (~170 bytes, twice an event).
     slots: Slots<Box<Conn>>,
-    active: usize,
-    stats: ThreadStats,
     plan: Plan,
-    start: Instant,
     burst_buf: Vec<u8>,
     req_len: usize,
     heads: HeadParser,
     rbuf: Vec<u8>,
-    /// Milliseconds since the start at the current batch's clock read.
-    batch_ms: u64,
-    /// Replies in the current batch, published to the progress line after it.
-    batch_replies: u64,
-    next_port: u32,
-    port_lo: u32,
-    port_hi: u32,
 }
 
 impl<'a> Worker<'a> {
@@ -132,25 +112,19 @@ impl<'a> Worker<'a> {
             self.queue.get_next_event(&mut events, Some(wait))?;
             // One clock read for the batch: every reply in it had arrived by now.
             let now = Instant::now();
-            self.batch_ms = now.saturating_duration_since(self.start).as_millis() as u64;
+            self.t.batch_at(now);
             for ev in events.iter() {
                 self.dispatch(ev, now);
             }
-            if self.batch_replies > 0 {
-                self.shared
-                    .replies
-                    .fetch_add(self.batch_replies, Ordering::Relaxed);
-                self.batch_replies = 0;
-            }
+            self.t.publish();
         }
         // Whatever is still open: cut off (an error) or, at the end of a closed-loop
         // duration, simply abandoned.
         for slot in 0..self.slots.count() {
             if let Some(c) = self.slots.take_any(slot) {
-                self.stats.unanswered += u64::from(c.outstanding);
+                self.t.stats.unanswered += u64::from(c.outstanding);
                 if cut_off {
-                    self.stats.errors.add(ErrorKind::Cutoff);
-                    self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                    self.t.fail_start(ErrorKind::Cutoff);
                 }
                 self.release(slot, &c);
             }
@@ -159,13 +133,13 @@ impl<'a> Worker<'a> {
     }
 
     fn finished(&self) -> bool {
-        self.active == 0 && self.plan.exhausted()
+        self.t.active == 0 && self.plan.exhausted()
     }
 
     /// Starts every connection that is due; returns when the next one is due.
     fn launch_due(&mut self, now: Instant) -> Option<Instant> {
         loop {
-            match self.plan.poll(now, self.active) {
+            match self.plan.poll(now, self.t.active) {
                 Step::Launch(intended) => {
                     if !self.launch(intended) {
                         self.plan.backoff(now);
@@ -177,90 +151,15 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn fail_start(&mut self, kind: ErrorKind) {
-        self.stats.errors.add(kind);
-        self.shared.errors.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A connection failed at `now` with its request due at `due`: counted by
-    /// kind, and as a refusal (with how long the client waited to learn it) or a
-    /// timeout (and whether still connecting).
-    fn fail(&mut self, kind: ErrorKind, due: Instant, now: Instant, connecting: bool) {
-        self.fail_start(kind);
-        let steady = self.steady(due);
-        match kind {
-            ErrorKind::ConnRefused | ErrorKind::ConnReset => {
-                let waited = now.saturating_duration_since(due);
-                self.stats.count_refused(
-                    waited.as_micros() as u64,
-                    waited < self.cfg.fast_refusal,
-                    steady,
-                );
-            }
-            ErrorKind::ClientTimeout => {
-                if connecting {
-                    self.stats.timeouts_connecting += 1;
-                }
-                if steady {
-                    self.stats.count_steady_timeout(connecting);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Whether a request due at `due` falls after the warm-up.
-    fn steady(&self, due: Instant) -> bool {
-        self.cfg
-            .warm_up
-            .is_some_and(|w| due.saturating_duration_since(self.start) >= w)
-    }
-
-    fn local_bind(&mut self) -> LocalBind {
-        let ip = self.cfg.source;
-        if self.cfg.hog {
-            let ip = ip.unwrap_or(if self.addr.is_ipv4() {
-                std::net::Ipv4Addr::UNSPECIFIED.into()
-            } else {
-                std::net::Ipv6Addr::UNSPECIFIED.into()
-            });
-            let port = self.next_port;
-            self.next_port = if self.next_port >= self.port_hi {
-                self.port_lo
-            } else {
-                self.next_port + 1
-            };
-            return LocalBind::Port(SocketAddr::new(ip, port as u16));
-        }
-        match ip {
-            Some(ip) => LocalBind::Address(SocketAddr::new(ip, 0)),
-            None => LocalBind::Kernel,
-        }
-    }
-
     /// Opens one connection due at `intended`; false if it failed at once.
     fn launch(&mut self, intended: Instant) -> bool {
         let now = Instant::now();
-        self.stats.conns_started += 1;
-        let lag = now.saturating_duration_since(intended).as_micros().max(1) as u64;
-        let _ = self.stats.start_lag.record(lag.min(3_600_000_000));
-        self.shared.conns.fetch_add(1, Ordering::Relaxed);
-        let tries = if self.cfg.hog { 64 } else { 1 };
-        let mut result = Err(io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
-        for _ in 0..tries {
-            let local = self.local_bind();
-            result = evq_os::connect(self.addr, local, true).map(IntoRawFd::into_raw_fd);
-            match &result {
-                Err(e) if self.cfg.hog && ErrorKind::from_io(e) == ErrorKind::AddrUnavail => {
-                    continue
-                }
-                _ => break,
-            }
-        }
-        let fd = match result {
+        self.t.starting(intended, now);
+        let fd = match self.dialer.connect(self.cfg) {
             Ok(fd) => fd,
             Err(e) => {
-                self.fail(ErrorKind::from_io(&e), intended, Instant::now(), true);
+                self.t
+                    .fail(ErrorKind::from_io(&e), intended, Instant::now(), true);
                 return false;
             }
         };
@@ -278,7 +177,7 @@ impl<'a> Worker<'a> {
         {
             evq_os::io::close(fd);
             self.slots.release(slot);
-            self.fail_start(ErrorKind::from_io(&e));
+            self.t.fail_start(ErrorKind::from_io(&e));
             return false;
         }
         let mut conn = Conn {
@@ -301,9 +200,7 @@ impl<'a> Worker<'a> {
             self.touch(&mut conn, slot, now + t);
         }
         self.slots.put(slot, Box::new(conn));
-        self.active += 1;
-        self.stats.max_concurrent = self.stats.max_concurrent.max(self.active as u64);
-        self.shared.active.fetch_add(1, Ordering::Relaxed);
+        self.t.opened();
         true
     }
 
@@ -349,17 +246,13 @@ impl<'a> Worker<'a> {
         match outcome {
             Outcome::Keep => self.slots.put(slot, c),
             Outcome::Done => {
-                self.stats.conns_completed += 1;
-                let _ = self.stats.lifetime.record(
-                    now.saturating_duration_since(c.conn_intended)
-                        .as_micros()
-                        .max(1) as u64,
-                );
+                self.t.completed(c.conn_intended, now);
                 self.release(slot, &c);
             }
             Outcome::Failed(kind) => {
-                self.stats.unanswered += u64::from(c.outstanding);
-                self.fail(kind, c.burst_intended, now, c.phase == Phase::Connecting);
+                self.t.stats.unanswered += u64::from(c.outstanding);
+                self.t
+                    .fail(kind, c.burst_intended, now, c.phase == Phase::Connecting);
                 self.release(slot, &c);
                 self.plan.backoff(now);
             }
@@ -372,8 +265,7 @@ impl<'a> Worker<'a> {
         }
         let _ = self.queue.close(c.fd);
         self.slots.release(slot);
-        self.active -= 1;
-        self.shared.active.fetch_sub(1, Ordering::Relaxed);
+        self.t.closed();
     }
 
     fn set_interest(&mut self, c: &mut Conn, slot: u32, want: Interest) -> Result<(), ErrorKind> {
@@ -400,11 +292,7 @@ impl<'a> Worker<'a> {
                 return Outcome::Keep;
             }
             c.phase = Phase::Active;
-            let _ = self.stats.connect.record(
-                now.saturating_duration_since(c.connect_started)
-                    .as_micros()
-                    .max(1) as u64,
-            );
+            self.t.connected(c.connect_started, now);
             return match self.next_burst(c, slot, now) {
                 Ok(true) => Outcome::Done,
                 Ok(false) => Outcome::Keep,
@@ -445,7 +333,7 @@ impl<'a> Worker<'a> {
         c.outstanding += k;
         c.write_total = k as usize * self.req_len;
         c.write_left = c.write_total;
-        self.stats.requests += u64::from(k);
+        self.t.stats.requests += u64::from(k);
         self.write_some(c, slot, now)?;
         Ok(false)
     }
@@ -456,7 +344,7 @@ impl<'a> Worker<'a> {
             match evq_os::io::send(c.fd, &self.burst_buf[off..c.write_total]) {
                 Ok(n) => {
                     c.write_left -= n;
-                    self.stats.bytes_sent += n as u64;
+                    self.t.stats.bytes_sent += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.set_interest(c, slot, Interest::READ | Interest::WRITE)?;
@@ -516,7 +404,7 @@ impl<'a> Worker<'a> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(ErrorKind::from_io(&e)),
             };
-            self.stats.bytes_received += n as u64;
+            self.t.stats.bytes_received += n as u64;
             let mut data = &buf[..n];
             while !data.is_empty() {
                 let fed = c
@@ -534,7 +422,7 @@ impl<'a> Worker<'a> {
                         if !reply.keep_alive {
                             // The server ends the connection here; pipelined calls
                             // after this reply will not be answered.
-                            self.stats.unanswered += u64::from(c.outstanding);
+                            self.t.stats.unanswered += u64::from(c.outstanding);
                             c.outstanding = 0;
                             return Ok(Outcome::Done);
                         }
@@ -565,30 +453,7 @@ impl<'a> Worker<'a> {
     fn count_reply(&mut self, c: &mut Conn, reply: Reply, now: Instant) {
         c.outstanding = c.outstanding.saturating_sub(1);
         c.calls_done += 1;
-        self.stats.replies += 1;
-        self.stats.body_bytes += reply.body_len;
-        let class = match reply.status {
-            100..=599 => (reply.status / 100) as usize - 1,
-            _ => 5,
-        };
-        self.stats.status[class] += 1;
-        let waited = now.saturating_duration_since(c.burst_intended);
-        let lat = waited.as_micros().max(1) as u64;
-        let _ = self.stats.latency.record(lat.min(3_600_000_000));
-        let steady = self.steady(c.burst_intended);
-        match reply.status {
-            200..=299 => {
-                self.stats
-                    .count_served(lat, self.cfg.timeout.is_none_or(|t| waited <= t), steady)
-            }
-            // Service Unavailable, Too Many Requests: the server's way of saying no.
-            429 | 503 => self
-                .stats
-                .count_refused(lat, waited < self.cfg.fast_refusal, steady),
-            _ => {}
-        }
-        self.stats.count_reply_at(self.batch_ms);
-        self.batch_replies += 1;
+        self.t.reply(reply, c.burst_intended, now);
     }
 }
 
@@ -612,61 +477,101 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
         format!("{}:{}", cfg.server, cfg.port)
     };
     let request = build_request(&cfg.method, &cfg.uri, &host, &cfg.headers, cfg.http10);
-    let burst_buf = request.repeat(cfg.burst_length as usize);
     let shared = Shared::default();
-    let max_time = cfg.effective_max_time();
     let mut queues = Vec::with_capacity(cfg.threads);
     for _ in 0..cfg.threads {
         queues.push(EventQueue::new()?);
     }
-    let backend = queues
-        .first()
-        .map(|q| q.backend().to_string())
-        .unwrap_or_default();
+    if let Some(q) = queues.first() {
+        let _ = shared.backend.set(q.backend().to_string());
+    }
+    drive(cfg, addr, &request, &shared, queues, run_readiness)
+}
+
+/// What a load thread is given: the run, its share of it, and the clock.
+pub(crate) struct ThreadSetup<'a> {
+    pub cfg: &'a LoadConfig,
+    pub shared: &'a Shared,
+    pub addr: SocketAddr,
+    /// This thread's index, 0..threads.
+    pub index: usize,
+    pub start: Instant,
+    pub hard_deadline: Instant,
+    /// One request's bytes.
+    pub request: &'a [u8],
+}
+
+impl ThreadSetup<'_> {
+    /// The request repeated for a whole burst.
+    pub(crate) fn burst_buf(&self) -> Vec<u8> {
+        self.request.repeat(self.cfg.burst_length as usize)
+    }
+}
+
+/// What a load thread hands back: its counts and whether the run was cut off.
+pub(crate) type ThreadResult = io::Result<(ThreadStats, bool)>;
+
+fn run_readiness(queue: EventQueue, th: &ThreadSetup<'_>) -> ThreadResult {
+    let cfg = th.cfg;
+    let mut w = Worker {
+        cfg,
+        t: Tally::new(cfg, th.shared, th.start)?,
+        dialer: Dialer::new(th.addr, th.index, cfg.threads),
+        edge: queue.capabilities().event,
+        queue,
+        slots: Slots::new(),
+        plan: Plan::new(cfg, th.index, th.start),
+        burst_buf: th.burst_buf(),
+        req_len: th.request.len(),
+        heads: HeadParser::new(cfg.method.eq_ignore_ascii_case("HEAD")),
+        rbuf: vec![0; READ_BUF],
+    };
+    let cut = w.run(th.hard_deadline)?;
+    Ok((w.t.stats, cut))
+}
+
+/// Runs one thread per seed (`body(seed, setup)`), draws the progress line, and
+/// merges what the threads counted into the report.
+fn drive<S, F>(
+    cfg: &LoadConfig,
+    addr: SocketAddr,
+    request: &[u8],
+    shared: &Shared,
+    seeds: Vec<S>,
+    body: F,
+) -> io::Result<LoadReport>
+where
+    S: Send,
+    F: Fn(S, &ThreadSetup<'_>) -> ThreadResult + Sync,
+{
+    let max_time = cfg.effective_max_time();
     let cpu0 = CpuUsage::of_process();
     // A little head room so every thread is waiting before the first start is due.
     let start = Instant::now() + Duration::from_millis(10);
     let hard_deadline = start + max_time;
-    let (lo, hi) = (1024u32, 65535u32);
-    let span = (hi - lo + 1) / cfg.threads as u32;
     let progress = cfg.progress && io::stderr().is_terminal();
+    let body = &body;
     // Each worker says when it finished: the test ends with the last of them, not
     // when the supervisor's 50 ms poll notices (which would understate the rate).
     let results: Vec<io::Result<(ThreadStats, bool, Instant)>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
-        for (k, queue) in queues.into_iter().enumerate() {
-            let shared = &shared;
-            let burst_buf = burst_buf.clone();
-            let req_len = request.len();
+        for (k, seed) in seeds.into_iter().enumerate() {
             handles.push(
                 s.spawn(move || -> io::Result<(ThreadStats, bool, Instant)> {
-                    let port_lo = lo + span * k as u32;
-                    let mut w = Worker {
+                    let setup = ThreadSetup {
                         cfg,
                         shared,
                         addr,
-                        edge: queue.capabilities().event,
-                        queue,
-                        slots: Slots::new(),
-                        active: 0,
-                        stats: ThreadStats::new()?,
-                        plan: Plan::new(cfg, k, start),
+                        index: k,
                         start,
-                        burst_buf,
-                        req_len,
-                        heads: HeadParser::new(cfg.method.eq_ignore_ascii_case("HEAD")),
-                        rbuf: vec![0; READ_BUF],
-                        batch_ms: 0,
-                        batch_replies: 0,
-                        next_port: port_lo,
-                        port_lo,
-                        port_hi: port_lo + span.saturating_sub(1),
+                        hard_deadline,
+                        request,
                     };
-                    let r = w.run(hard_deadline);
+                    let r = body(seed, &setup);
                     let finished = Instant::now();
                     shared.done.fetch_add(1, Ordering::SeqCst);
-                    let cut = r?;
-                    Ok((w.stats, cut, finished))
+                    let (stats, cut) = r?;
+                    Ok((stats, cut, finished))
                 }),
             );
         }
@@ -717,5 +622,6 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
         _ => end.saturating_duration_since(start).as_secs_f64(),
     };
     let cpu = (used.user.as_secs_f64(), used.system.as_secs_f64());
+    let backend = shared.backend.get().cloned().unwrap_or_default();
     Ok(total.into_report(cfg, backend, duration_s, cut_off, cpu))
 }
