@@ -25,6 +25,8 @@ pub enum OpKind {
     SendFile,
     /// `writev` of several owned buffers (one attempt; the count may be short).
     Writev,
+    /// `connect` of a socket to an address.
+    Connect,
     /// `close` of a descriptor.
     Close,
     /// A relative timeout.

@@ -182,6 +182,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// `user_data` of the ring's own cancel-everything request at drop.
@@ -402,6 +403,25 @@ impl CompletionRing {
         let o = self.op(id);
         let (iov, n) = (o.iovecs.as_ptr(), o.iovecs.len() as u32);
         let e = on_target!(o.target, |f| opcode::Writev::new(f, iov, n).build()).user_data(id);
+        self.push(e);
+        OpId(id)
+    }
+
+    /// Connects the socket `fd` to `addr` (`IORING_OP_CONNECT`): the completion's
+    /// result is 0 once the connection is up, or the error `connect(2)` would give
+    /// (`ECONNREFUSED`, `ETIMEDOUT`, `ENETUNREACH`...). The socket may be blocking
+    /// or not: the ring waits for the handshake either way. The address is kept by
+    /// the ring until the completion (quirk b).
+    pub fn connect(&mut self, fd: impl Into<Target>, addr: SocketAddr, token: u64) -> OpId {
+        let mut op = Op::new(token, OpKind::Connect, fd.into());
+        op.bufs.push(sockaddr_bytes(addr));
+        let id = self.insert(op);
+        let o = self.op(id);
+        let (ptr, len) = (
+            o.bufs[0].as_ptr().cast::<libc::sockaddr>(),
+            o.bufs[0].len() as libc::socklen_t,
+        );
+        let e = on_target!(o.target, |f| opcode::Connect::new(f, ptr, len).build()).user_data(id);
         self.push(e);
         OpId(id)
     }
@@ -677,7 +697,7 @@ impl CompletionRing {
                     result = -libc::EBADF;
                 }
             }
-            OpKind::Writev | OpKind::Cancel | OpKind::Nop => {}
+            OpKind::Writev | OpKind::Connect | OpKind::Cancel | OpKind::Nop => {}
         }
         if !goes_on {
             let op = self.remove(id);
@@ -910,6 +930,39 @@ impl Drop for CompletionRing {
             // SAFETY: dropped once, here, and never used again; nothing in the
             // kernel refers to the buffers any more.
             unsafe { ManuallyDrop::drop(&mut self.buffers) };
+        }
+    }
+}
+
+/// `addr` as the bytes of a `sockaddr_in` or `sockaddr_in6`, for a request that
+/// points the kernel at them.
+fn sockaddr_bytes(addr: SocketAddr) -> Vec<u8> {
+    fn bytes_of<T>(v: &T) -> Vec<u8> {
+        // SAFETY: `v` is a live, initialised plain-data sockaddr struct of
+        // `size_of::<T>()` bytes (padding zeroed by `mem::zeroed` below).
+        unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        }
+        .to_vec()
+    }
+    match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_in is plain data; all-zero is a valid value.
+            let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            bytes_of(&sin)
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: sockaddr_in6 is plain data; all-zero is a valid value.
+            let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_scope_id = a.scope_id();
+            bytes_of(&sin6)
         }
     }
 }
