@@ -4,7 +4,7 @@
 //! leave the feature off and build [`LoadConfig`], [`DeadConfig`] and
 //! [`WanConfig`] themselves; their builds carry no clap.
 
-use crate::config::{DeadConfig, DeadStyle, Distribution, LoadConfig, LoopMode};
+use crate::config::{DeadConfig, DeadStyle, Distribution, IoModel, LoadConfig, LoopMode};
 use crate::{run_dead, run_load, run_wan, LinkSpec, WanConfig};
 use clap::Args;
 use std::io;
@@ -86,9 +86,13 @@ pub struct LoadArgs {
     /// Closed loop: seconds to run (wrk -d).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Worker threads, one event queue each.
+    /// Worker threads, one event queue (or completion ring) each.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// I/O model: readiness events (an evq queue, then send/recv system calls) or
+    /// io_uring completions (the kernel sends and receives; Linux 6.0).
+    #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
+    pub io: IoModel,
     /// Hard wall-clock cap in seconds (default: expected length plus a margin).
     #[arg(long = "max-time")]
     pub max_time: Option<f64>,
@@ -155,6 +159,7 @@ impl LoadArgs {
         cfg.hog = self.hog;
         cfg.source = self.source;
         cfg.threads = self.threads;
+        cfg.io = self.io;
         cfg.max_time = self.max_time.map(|t| secs("--max-time", t)).transpose()?;
         cfg.progress = !self.no_progress && !self.json;
         cfg.seed = self.seed;
@@ -467,6 +472,14 @@ mod tests {
         );
         assert_eq!(cfg.num_calls, 1);
         assert!(load("--rate 10 --connections 5").is_err());
+        assert_eq!(
+            load("--connections 2").expect("parses").io,
+            IoModel::Readiness
+        );
+        let cfg = load("--io completion --connections 2 --threads 2").expect("parses");
+        assert_eq!((cfg.io, cfg.threads), (IoModel::Completion, 2));
+        assert!(load("--io completion --rate 10 --duration 5").is_err());
+        assert!(load("--io epoll").is_err());
         assert!(load("--rate 0").is_err());
         assert!(load("--rate nan").is_err());
         assert!(load("--timeout -1").is_err());

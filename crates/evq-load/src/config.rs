@@ -19,6 +19,19 @@ pub enum Distribution {
     Poisson,
 }
 
+/// How the load threads do their I/O (`--io`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum IoModel {
+    /// Readiness events from an evq queue, then `send`/`recv` system calls.
+    #[default]
+    Readiness,
+    /// io_uring completions (`evq::completion`): the kernel sends and receives,
+    /// results come back in batches (Linux 6.0).
+    Completion,
+}
+
 /// What starts connections.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -90,8 +103,10 @@ pub struct LoadConfig {
     pub hog: bool,
     /// Local address to bind.
     pub source: Option<IpAddr>,
-    /// Worker threads, one evq queue each.
+    /// Worker threads, one evq queue (or completion ring) each.
     pub threads: usize,
+    /// Readiness events or io_uring completions.
+    pub io: IoModel,
     /// Hard wall-clock cap on the run; whatever is still in progress then is counted
     /// as `cutoff`. `None` picks the expected length plus a margin.
     #[serde(serialize_with = "opt_secs")]
@@ -125,6 +140,7 @@ impl LoadConfig {
             hog: false,
             source: None,
             threads: 1,
+            io: IoModel::Readiness,
             max_time: None,
             progress: false,
             seed: 1,

@@ -7,7 +7,8 @@
 //!   --hog`) and wrk's closed loop (`--connections --duration`), over many threads with
 //!   one evq queue each, latency measured from each request's intended start and kept
 //!   in an HdrHistogram, reported as httperf's summary ([`LoadReport::summary`]) or
-//!   JSON.
+//!   JSON. The threads run on evq's readiness API or, with [`IoModel::Completion`]
+//!   (`--io completion`), on io_uring completions (`evq::completion`).
 //! - [`run_dead`]: deadconn (SEEDS 002) and the cold client of SEEDS 000 — hold N idle
 //!   (or partial, or trickling) connections and reopen whatever the server closes.
 //! - [`run_wan`]: client network namespaces ([`NetnsLab`]) behind user-space delay
@@ -32,6 +33,7 @@
 
 #[cfg(feature = "cli")]
 mod cli;
+mod completion;
 mod config;
 mod dead;
 mod load;
@@ -45,7 +47,7 @@ mod wan;
 
 #[cfg(feature = "cli")]
 pub use cli::{dead_command, load_command, wan_command, DeadArgs, LoadArgs, WanArgs};
-pub use config::{DeadConfig, DeadStyle, Distribution, LoadConfig, LoopMode};
+pub use config::{DeadConfig, DeadStyle, Distribution, IoModel, LoadConfig, LoopMode};
 pub use dead::{run_dead, DeadReport};
 pub use evq_wire::{Fed, FramingError, HeadParser, Reply, ResponseReader};
 pub use load::run_load;

@@ -17,7 +17,7 @@
 //! forward and at most one pending timer; when it fires early (the deadline moved),
 //! it is set again for the new deadline. So progress costs no timer operation.
 
-use crate::config::{resolve, LoadConfig, LoopMode};
+use crate::config::{resolve, IoModel, LoadConfig, LoopMode};
 use crate::request::build_request;
 use crate::schedule::{Plan, Step};
 use crate::slots::{generation_of, Slots};
@@ -461,12 +461,15 @@ impl<'a> Worker<'a> {
 /// schedule is done and every connection finished, the closed-loop duration passed,
 /// the hard cap (`max_time`) hit, or [`evq_os::stop_on_signals`]'s signal came.
 ///
+/// [`LoadConfig::io`] picks the loop: readiness events from an evq queue, or
+/// io_uring completions ([`IoModel::Completion`]); both count and report alike.
+///
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit first. Connection failures are
 /// counted, never fatal.
 ///
 /// # Errors
 /// Invalid configuration, an unresolvable server, or a failure of the event queue
-/// itself.
+/// (or completion ring) itself.
 pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
     cfg.validate()?;
     let addr = resolve(&cfg.server, cfg.port)?;
@@ -478,14 +481,24 @@ pub fn run_load(cfg: &LoadConfig) -> io::Result<LoadReport> {
     };
     let request = build_request(&cfg.method, &cfg.uri, &host, &cfg.headers, cfg.http10);
     let shared = Shared::default();
-    let mut queues = Vec::with_capacity(cfg.threads);
-    for _ in 0..cfg.threads {
-        queues.push(EventQueue::new()?);
+    match cfg.io {
+        IoModel::Readiness => {
+            let mut queues = Vec::with_capacity(cfg.threads);
+            for _ in 0..cfg.threads {
+                queues.push(EventQueue::new()?);
+            }
+            if let Some(q) = queues.first() {
+                let _ = shared.backend.set(q.backend().to_string());
+            }
+            drive(cfg, addr, &request, &shared, queues, run_readiness)
+        }
+        IoModel::Completion => {
+            let seeds = vec![(); cfg.threads];
+            drive(cfg, addr, &request, &shared, seeds, |(), th| {
+                crate::completion::run_thread(th)
+            })
+        }
     }
-    if let Some(q) = queues.first() {
-        let _ = shared.backend.set(q.backend().to_string());
-    }
-    drive(cfg, addr, &request, &shared, queues, run_readiness)
 }
 
 /// What a load thread is given: the run, its share of it, and the clock.

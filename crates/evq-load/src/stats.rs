@@ -1,7 +1,7 @@
 //! What a load run counts (per thread, merged at the end) and the report it makes:
 //! httperf's summary as text, and everything as JSON.
 
-use crate::config::{LoadConfig, LoopMode};
+use crate::config::{IoModel, LoadConfig, LoopMode};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -165,6 +165,9 @@ pub(crate) struct ThreadStats {
     pub timeouts_connecting: u64,
     /// The same outcomes for requests due after the warm-up.
     pub steady: SteadyCounts,
+    /// `io_uring_enter` calls made by the thread's completion ring (`--io
+    /// completion`; 0 otherwise).
+    pub ring_enters: u64,
 }
 
 /// Outcomes of the requests due after the warm-up ([`LoadConfig::warm_up`]).
@@ -221,6 +224,7 @@ impl ThreadStats {
                 timed_out: 0,
                 timed_out_connecting: 0,
             },
+            ring_enters: 0,
         })
     }
 
@@ -336,6 +340,7 @@ impl ThreadStats {
             cpu_user_s,
             cpu_sys_s,
             cpu_per_reply_us: per((cpu_user_s + cpu_sys_s) * 1e6, total.replies as f64),
+            io_uring_enters: (cfg.io == IoModel::Completion).then_some(total.ring_enters),
             config: cfg.clone(),
         }
     }
@@ -370,6 +375,7 @@ impl ThreadStats {
         self.refused_fast += o.refused_fast;
         self.timeouts_connecting += o.timeouts_connecting;
         self.steady.merge(&o.steady);
+        self.ring_enters += o.ring_enters;
     }
 }
 
@@ -604,6 +610,9 @@ pub struct LoadReport {
     pub cpu_sys_s: f64,
     /// CPU (user+system) per reply, microseconds.
     pub cpu_per_reply_us: f64,
+    /// `io_uring_enter` calls the completion rings made (`--io completion`; `null`
+    /// for the readiness loop, whose system calls are not counted).
+    pub io_uring_enters: Option<u64>,
     /// The configuration that produced these numbers (durations in seconds).
     pub config: LoadConfig,
 }
@@ -697,6 +706,13 @@ impl LoadReport {
             100.0 * (self.cpu_user_s + self.cpu_sys_s) / d,
             self.cpu_per_reply_us
         );
+        if let Some(n) = self.io_uring_enters {
+            let _ = writeln!(
+                s,
+                "io_uring_enter calls: {n} ({:.3} per reply)",
+                per(n as f64, self.replies as f64)
+            );
+        }
         let _ = writeln!(
             s,
             "Net I/O: {:.1} KB/s ({:.1}*10^6 bps)",

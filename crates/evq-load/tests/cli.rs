@@ -59,6 +59,47 @@ fn bad_arguments_fail_cleanly() {
 }
 
 #[test]
+fn io_completion_runs_and_bad_combinations_are_refused_by_flag() {
+    let srv = start(Behaviour::Length(100));
+    let port = srv.port.to_string();
+    let out = Command::new(BIN)
+        .args(["load", "--server", "127.0.0.1", "--port", &port, "--io"])
+        .args(["completion", "--connections", "3", "--num-conns", "6"])
+        .args(["--num-calls", "4", "--threads", "2", "--json"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["replies"], 24, "{v}");
+    assert_eq!(v["config"]["io"], "completion");
+    for (args, needle) in [
+        (
+            &["--io", "completion", "--rate", "10", "--connections", "3"][..],
+            "cannot be combined",
+        ),
+        (&["--io", "uring"][..], "--io"),
+        (
+            &["--io", "completion", "--burst-length", "0"][..],
+            "--burst-length",
+        ),
+        (&["--io", "completion", "--threads", "0"][..], "--threads"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["load", "--port", &port])
+            .args(args)
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn sigterm_ends_dead_early_with_a_report() {
     let srv = start(Behaviour::Hold);
     let mut child = Command::new(BIN)

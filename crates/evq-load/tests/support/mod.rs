@@ -34,6 +34,16 @@ pub enum Behaviour {
     Unavailable,
     /// Waits this many milliseconds after each request, then answers as `Length(10)`.
     Delayed(u64),
+    /// Keep-alive `Length(n)` replies, each written in three pieces a few
+    /// milliseconds apart (the head cut mid-line, the body cut in two), so a
+    /// reply reaches the client across several receives.
+    Split(usize),
+    /// Keep-alive `Length(n)` replies to every request a read brought, written
+    /// together in one `write`: pipelined replies arrive in one buffer.
+    Coalesced(usize),
+    /// Answers `Length(10)` replies; the k-th says `Connection: close` and the
+    /// server closes after it.
+    CloseAfter(usize),
 }
 
 /// A running test server.
@@ -42,6 +52,8 @@ pub struct Server {
     pub port: u16,
     /// Connections accepted so far.
     pub accepted: Arc<AtomicUsize>,
+    /// Request heads read so far (every behaviour that reads requests).
+    pub requests: Arc<AtomicUsize>,
     held: Arc<Mutex<Vec<TcpStream>>>,
 }
 
@@ -60,11 +72,19 @@ impl Server {
 /// Starts a server with one thread per connection.
 pub fn start(b: Behaviour) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    start_on(listener, Duration::ZERO, b)
+}
+
+/// Serves `listener` (one thread per connection), accepting nothing for `delay`
+/// first.
+pub fn start_on(listener: TcpListener, delay: Duration, b: Behaviour) -> Server {
     let port = listener.local_addr().expect("addr").port();
     let accepted = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(AtomicUsize::new(0));
     let held = Arc::new(Mutex::new(Vec::new()));
-    let (acc, hd) = (accepted.clone(), held.clone());
+    let (acc, hd, req) = (accepted.clone(), held.clone(), requests.clone());
     thread::spawn(move || {
+        thread::sleep(delay);
         for s in listener.incoming() {
             let Ok(s) = s else {
                 // Out of descriptors (the fd-limit test): wait instead of spinning.
@@ -77,12 +97,14 @@ pub fn start(b: Behaviour) -> Server {
                     hd.lock().expect("lock").push(c);
                 }
             }
-            thread::spawn(move || serve(s, b));
+            let req = req.clone();
+            thread::spawn(move || serve(s, b, &req));
         }
     });
     Server {
         port,
         accepted,
+        requests,
         held,
     }
 }
@@ -104,11 +126,22 @@ pub fn closed_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-/// Reads one request head; false at end-of-file or error.
-fn read_request(s: &mut TcpStream, pending: &mut Vec<u8>) -> bool {
-    loop {
-        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+/// Takes one complete request head out of `pending`, if there is one.
+fn take_request(pending: &mut Vec<u8>, count: &AtomicUsize) -> bool {
+    match pending.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(i) => {
             pending.drain(..i + 4);
+            count.fetch_add(1, Ordering::SeqCst);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Reads one request head; false at end-of-file or error.
+fn read_request(s: &mut TcpStream, pending: &mut Vec<u8>, count: &AtomicUsize) -> bool {
+    loop {
+        if take_request(pending, count) {
             return true;
         }
         let mut buf = [0u8; 4096];
@@ -119,7 +152,7 @@ fn read_request(s: &mut TcpStream, pending: &mut Vec<u8>) -> bool {
     }
 }
 
-fn serve(mut s: TcpStream, b: Behaviour) {
+fn serve(mut s: TcpStream, b: Behaviour, count: &AtomicUsize) {
     let _ = s.set_nodelay(true);
     let mut pending = Vec::new();
     match b {
@@ -131,9 +164,9 @@ fn serve(mut s: TcpStream, b: Behaviour) {
                 }
             }
         }
-        Behaviour::Silent => while read_request(&mut s, &mut pending) {},
+        Behaviour::Silent => while read_request(&mut s, &mut pending, count) {},
         Behaviour::Delayed(ms) => {
-            while read_request(&mut s, &mut pending) {
+            while read_request(&mut s, &mut pending, count) {
                 thread::sleep(Duration::from_millis(ms));
                 if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789")
                     .is_err()
@@ -143,7 +176,7 @@ fn serve(mut s: TcpStream, b: Behaviour) {
             }
         }
         Behaviour::Unavailable => {
-            while read_request(&mut s, &mut pending) {
+            while read_request(&mut s, &mut pending, count) {
                 let r = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n";
                 if s.write_all(r).is_err() {
                     break;
@@ -151,7 +184,7 @@ fn serve(mut s: TcpStream, b: Behaviour) {
             }
         }
         Behaviour::Reset => {
-            if read_request(&mut s, &mut pending) {
+            if read_request(&mut s, &mut pending, count) {
                 let linger = libc::linger {
                     l_onoff: 1,
                     l_linger: 0,
@@ -170,25 +203,25 @@ fn serve(mut s: TcpStream, b: Behaviour) {
             }
         }
         Behaviour::CloseMidResponse => {
-            if read_request(&mut s, &mut pending) {
+            if read_request(&mut s, &mut pending, count) {
                 let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789");
             }
         }
         Behaviour::Garbage => {
-            if read_request(&mut s, &mut pending) {
+            if read_request(&mut s, &mut pending, count) {
                 let _ = s.write_all(b"\x00\x01\x02 this is not http \r\n\r\n");
                 thread::sleep(Duration::from_millis(200));
             }
         }
         Behaviour::CloseDelimited(n) => {
-            if read_request(&mut s, &mut pending) {
+            if read_request(&mut s, &mut pending, count) {
                 let mut r = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n".to_vec();
                 r.extend(std::iter::repeat_n(b'x', n));
                 let _ = s.write_all(&r);
             }
         }
         Behaviour::Length(n) => {
-            while read_request(&mut s, &mut pending) {
+            while read_request(&mut s, &mut pending, count) {
                 let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n").into_bytes();
                 r.extend(std::iter::repeat_n(b'x', n));
                 if s.write_all(&r).is_err() {
@@ -196,8 +229,50 @@ fn serve(mut s: TcpStream, b: Behaviour) {
                 }
             }
         }
+        Behaviour::Split(n) => {
+            let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n").into_bytes();
+            r.extend(std::iter::repeat_n(b'x', n));
+            let cuts = [0, 9, r.len() - n / 2, r.len()];
+            while read_request(&mut s, &mut pending, count) {
+                for w in cuts.windows(2) {
+                    if s.write_all(&r[w[0]..w[1]]).is_err() {
+                        return;
+                    }
+                    thread::sleep(Duration::from_millis(3));
+                }
+            }
+        }
+        Behaviour::Coalesced(n) => {
+            let mut one = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n").into_bytes();
+            one.extend(std::iter::repeat_n(b'x', n));
+            while read_request(&mut s, &mut pending, count) {
+                let mut out = one.clone();
+                while take_request(&mut pending, count) {
+                    out.extend_from_slice(&one);
+                }
+                if s.write_all(&out).is_err() {
+                    break;
+                }
+            }
+        }
+        Behaviour::CloseAfter(k) => {
+            let mut served = 0;
+            while read_request(&mut s, &mut pending, count) {
+                served += 1;
+                let last = served == k;
+                let r = if last {
+                    &b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 10\r\n\r\n0123456789"
+                        [..]
+                } else {
+                    &b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"[..]
+                };
+                if s.write_all(r).is_err() || last {
+                    break;
+                }
+            }
+        }
         Behaviour::Chunked(n) => {
-            while read_request(&mut s, &mut pending) {
+            while read_request(&mut s, &mut pending, count) {
                 let mut r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
                 let mut left = n;
                 while left > 0 {
