@@ -2,7 +2,7 @@
 //! against Debian's libraries) and the Rust crates.
 
 use super::{BenchPoint, Plan, Records};
-use crate::bench_chain::Chain;
+use crate::bench_chain::{on_private_fd_table, Chain};
 use crate::bench_rust_peers::RustPeer;
 use crate::experiment::Ctx;
 use crate::stats::{spread, Spread};
@@ -162,13 +162,16 @@ impl Contender {
         reps: usize,
     ) -> io::Result<(String, Vec<f64>, u64)> {
         match self {
+            // In the lab's process, but on a descriptor table of its own, as each C
+            // peer has in its process (`on_private_fd_table` says what that costs
+            // otherwise).
             Contender::Evq(k) => {
-                let (t, reads) = run_evq(*k, n, a, w, reps)?;
+                let (t, reads) = on_private_fd_table(|| run_evq(*k, n, a, w, reps))?;
                 Ok((k.name().into(), t, reads))
             }
             Contender::C(_, bin) => run_peer(bin, n, a, w, reps),
             Contender::Rust(p) => {
-                let (t, reads) = p.run(n, a, w, reps)?;
+                let (t, reads) = on_private_fd_table(|| p.run(n, a, w, reps))?;
                 Ok((p.backend().into(), t, reads))
             }
         }
