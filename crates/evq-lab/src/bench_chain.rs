@@ -7,6 +7,15 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 
+/// Events taken per wait by the in-process contenders (evq, mio, polling): as many
+/// as libuv's loop takes (its fixed 1,024), so that a wait takes the whole ready set
+/// as every C peer's does. libev and libevent grow their arrays whenever a wait fills
+/// them, so at `a = 100` they too drain the 200 ready pipes of a run in 2 waits; with
+/// 64 a contender needed 4, and the level-triggered entries it left behind were
+/// polled again by the kernel on each extra wait (n = 100, a = 100: 328 µs a run at
+/// 64 against 292 µs at 128 or more, libuv 298 µs).
+pub const EVENTS_PER_WAIT: usize = 1024;
+
 /// Runs `f` on a thread of its own whose descriptor table is private to it
 /// (`unshare(CLONE_FILES)`), so that the chain's system calls cost what they cost in
 /// the C peers' single-threaded processes.

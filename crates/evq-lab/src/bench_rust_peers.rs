@@ -27,22 +27,20 @@
 //!   [`polling::Events`], so the list is cleared before each wait. Sources are
 //!   deleted from the poller before the sockets close, as `add`'s contract asks.
 //!
-//! Both use a 64-event buffer, as evq's run does.
+//! Both take 1,024 events per wait (`EVENTS_PER_WAIT`, with why), as evq's run
+//! does.
 
 use std::io;
 use std::num::NonZeroUsize;
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use crate::bench_chain::Chain;
+use crate::bench_chain::{Chain, EVENTS_PER_WAIT};
 
 /// mio's version as Cargo resolved it (read from Cargo.lock by the build script).
 pub const MIO_VERSION: &str = env!("EVQ_LAB_MIO_VERSION");
 /// polling's version as Cargo resolved it (read from Cargo.lock by the build script).
 pub const POLLING_VERSION: &str = env!("EVQ_LAB_POLLING_VERSION");
-
-/// Events taken per wait, the same for both crates (and evq's run).
-const EVENT_CAPACITY: usize = 64;
 
 /// A Rust crate the chain runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +103,7 @@ pub fn run_mio(n: usize, a: usize, w: usize, reps: usize) -> io::Result<(Vec<f64
         poll.registry()
             .register(&mut SourceFd(fd), Token(i), Interest::READABLE)?;
     }
-    let mut events = Events::with_capacity(EVENT_CAPACITY);
+    let mut events = Events::with_capacity(EVENTS_PER_WAIT);
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
         chain.start_run(a, w);
@@ -143,7 +141,7 @@ pub fn run_polling(n: usize, a: usize, w: usize, reps: usize) -> io::Result<(Vec
         unsafe { poller.add(r, Event::readable(i))? };
     }
     let mut events = Events::with_capacity(
-        NonZeroUsize::new(EVENT_CAPACITY).expect("EVENT_CAPACITY is not zero"),
+        NonZeroUsize::new(EVENTS_PER_WAIT).expect("EVENTS_PER_WAIT is not zero"),
     );
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {

@@ -2,7 +2,7 @@
 //! against Debian's libraries) and the Rust crates.
 
 use super::{BenchPoint, Plan, Records};
-use crate::bench_chain::{on_private_fd_table, Chain};
+use crate::bench_chain::{on_private_fd_table, Chain, EVENTS_PER_WAIT};
 use crate::bench_rust_peers::RustPeer;
 use crate::experiment::Ctx;
 use crate::stats::{spread, Spread};
@@ -45,7 +45,7 @@ pub fn run_evq(
     for (i, &fd) in chain.reads_fd.iter().enumerate() {
         q.declare_interest(fd, Interest::READ, Options::new(i as u64))?;
     }
-    let mut events = Events::with_capacity(64);
+    let mut events = Events::with_capacity(EVENTS_PER_WAIT);
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
         chain.start_run(a, w);
