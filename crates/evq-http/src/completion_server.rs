@@ -37,7 +37,13 @@
 //!    deadline and a few flags; the input, the replies being made and the file
 //!    being sent live in a separate record taken from a pool of spares when a
 //!    request arrives and given back when its replies are out.
-//! f) **Not here** (refused with a clear error): load shedding (`--shed`), the
+//! f) **Out of descriptors, a multishot accept ends with `EMFILE`**, and one armed
+//!    again at once fails again: a spin. The accept waits instead (the connection
+//!    stays in the kernel's backlog) until a connection closes or a sweep passes,
+//!    and the idle keep-alive connection nearest its deadline is closed to make
+//!    room, as the readiness server does (never one that has not been answered
+//!    yet: its first request may be on the way).
+//! g) **Not here** (refused with a clear error): load shedding (`--shed`), the
 //!    stats path and the status listener. Overload control (`--overload`) is the
 //!    readiness server's: completions accept as fast as the kernel hands
 //!    connections over.
@@ -85,20 +91,26 @@ pub struct CompletionServeReport {
     pub timed_out: u64,
     /// Receives paused because the client sent far ahead of its replies.
     pub paused: u64,
+    /// Accepts that failed for want of a descriptor (`EMFILE`/`ENFILE`).
+    pub fd_exhausted: u64,
+    /// Idle connections closed to make room for a new one.
+    pub reclaimed: u64,
 }
 
 impl std::fmt::Display for CompletionServeReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "io: completion; accepted {}; requests {}; io_uring_enter calls {} ({:.3} per request); ENOBUFS re-arms {}; timed out {}; receives paused {}",
+            "io: completion; accepted {}; requests {}; io_uring_enter calls {} ({:.3} per request); ENOBUFS re-arms {}; timed out {}; receives paused {}; out of descriptors {}; idle closed for room {}",
             self.accepted,
             self.requests,
             self.enters,
             self.enters as f64 / self.requests.max(1) as f64,
             self.enobufs_rearms,
             self.timed_out,
-            self.paused
+            self.paused,
+            self.fd_exhausted,
+            self.reclaimed
         )
     }
 }
@@ -111,6 +123,8 @@ impl CompletionServeReport {
         self.enobufs_rearms += r.enobufs_rearms;
         self.timed_out += r.timed_out;
         self.paused += r.paused;
+        self.fd_exhausted += r.fd_exhausted;
+        self.reclaimed += r.reclaimed;
     }
 }
 
@@ -157,6 +171,10 @@ struct Conn {
     /// When the connection is closed if nothing moves (quirk d).
     deadline: Instant,
     io: Option<Box<ConnIo>>,
+    /// A reply went out: between requests, the connection is an idle
+    /// keep-alive one that may be closed to make room (quirk f). A fresh one
+    /// may have its first request on the way, and is never closed for room.
+    answered: bool,
 }
 
 /// The two timeouts and the sweep's period (quirk d).
@@ -281,6 +299,10 @@ struct Thread<'a> {
     timeouts: Timeouts,
     now: Instant,
     report: CompletionServeReport,
+    /// The accept ended out of descriptors and waits for one (quirk f).
+    accept_waiting: bool,
+    /// A connection closed since: the accept may go again.
+    descriptor_freed: bool,
 }
 
 fn run_thread(
@@ -302,8 +324,11 @@ fn run_thread(
         timeouts,
         now: Instant::now(),
         report: CompletionServeReport::default(),
+        accept_waiting: false,
+        descriptor_freed: false,
     };
-    t.ring.accept_multishot(listener.as_raw_fd(), ACCEPT);
+    let lfd = listener.as_raw_fd();
+    t.ring.accept_multishot(lfd, ACCEPT);
     let mut batch = Completions::with_capacity(256);
     let mut next_sweep = t.now + timeouts.sweep;
     while !evq_os::signals::stop_requested() {
@@ -317,18 +342,33 @@ fn run_thread(
             if c.token() == ACCEPT {
                 match c.accepted_fd() {
                     Some(fd) => t.admit(fd),
-                    // EMFILE and friends: the connection waits in the backlog;
-                    // accept again (the multishot request has ended).
-                    None if !c.more() => {
-                        t.ring.accept_multishot(listener.as_raw_fd(), ACCEPT);
+                    None if c.more() => {}
+                    // Out of descriptors (quirk f): the connection waits in the
+                    // backlog while an idle connection makes room; accepting
+                    // again at once would fail again, round after round.
+                    None if matches!(
+                        c.result().err().and_then(|e| e.raw_os_error()),
+                        Some(libc::EMFILE | libc::ENFILE)
+                    ) =>
+                    {
+                        t.out_of_descriptors();
                     }
-                    None => {}
+                    // Anything else ends this multishot accept only.
+                    None => {
+                        t.ring.accept_multishot(lfd, ACCEPT);
+                    }
                 }
                 continue;
             }
             if c.token() != CANCEL {
                 t.completed(c);
             }
+        }
+        if t.accept_waiting && (t.descriptor_freed || t.now >= next_sweep) {
+            // A descriptor came back (or a sweep's time passed): try again.
+            t.accept_waiting = false;
+            t.descriptor_freed = false;
+            t.ring.accept_multishot(lfd, ACCEPT);
         }
         if t.now >= next_sweep {
             t.sweep();
@@ -374,6 +414,7 @@ impl Thread<'_> {
             close_after_send: false,
             closing: false,
             deadline: self.now + self.timeouts.idle,
+            answered: false,
         });
     }
 
@@ -441,6 +482,7 @@ impl Thread<'_> {
             }
             OpKind::Close => {
                 self.release_io(io);
+                self.descriptor_freed = true;
                 return;
             }
             _ => {}
@@ -496,6 +538,7 @@ impl Thread<'_> {
                 Outcome::Done(reply) | Outcome::Stats { reply, .. } => {
                     consumed += reply.consumed;
                     self.report.requests += 1;
+                    conn.answered = true;
                     if reply.status < 400 {
                         self.site.work();
                     }
@@ -576,6 +619,30 @@ impl Thread<'_> {
         if conn.closing && !conn.recv_live && !conn.sending {
             self.ring.close(fd, token);
             conn.sending = true; // nothing more may start on this connection
+        }
+    }
+
+    /// The accept failed for want of a descriptor (quirk f): the idle connection
+    /// nearest its deadline is closed to make room, if there is one.
+    fn out_of_descriptors(&mut self) {
+        self.report.fd_exhausted += 1;
+        self.accept_waiting = true;
+        let idle = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(fd, c)| c.as_ref().map(|c| (fd, c)))
+            .filter(|(_, c)| c.answered && !c.closing && !c.sending && c.io.is_none())
+            .min_by_key(|(_, c)| c.deadline)
+            .map(|(fd, _)| fd);
+        if let Some(fd) = idle {
+            let mut conn = self.conns[fd].take().expect("found above");
+            let mut io = self.io_of(&mut conn);
+            self.report.reclaimed += 1;
+            begin_close(&mut self.ring, &mut conn);
+            self.flush(&mut conn, &mut io, fd as i32);
+            self.keep_io(&mut conn, io);
+            self.conns[fd] = Some(conn);
         }
     }
 

@@ -431,3 +431,104 @@ fn a_client_that_never_reads_its_replies_is_closed_after_the_idle_timeout() {
     let report = server.stop();
     assert!(counter(&report, "timed out") >= 1, "{report}");
 }
+
+/// Starts the server with its descriptor limit (soft and hard) at `limit`.
+fn start_limited(limit: u64, extra: &[&str]) -> Option<Server> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evq-http"));
+    cmd.args(["serve", "--io", "completion", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let Some(addr) = line
+        .split_whitespace()
+        .find_map(|w| w.parse::<SocketAddr>().ok())
+    else {
+        let _ = child.wait();
+        evq_testkit::skip("io_uring completions", line.trim());
+        return None;
+    };
+    Some(Server { child, addr })
+}
+
+/// The child's CPU time (user + system), in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn out_of_descriptors_it_waits_without_spinning_and_makes_room_from_idle_ones() {
+    let Some(server) = start_limited(48, &[]) else {
+        return;
+    };
+    let one = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    // Busy clients: each holds a connection with half a request, which the
+    // server may not close to make room. More than the limit allows.
+    let mut busy: Vec<TcpStream> = Vec::new();
+    for _ in 0..60 {
+        let mut s = server.connect();
+        s.write_all(b"GET / HT").unwrap();
+        busy.push(s);
+    }
+    // At the limit with nothing idle: the server waits, it does not spin.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_ticks(server.child.id());
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = cpu_ticks(server.child.id()) - before;
+    assert!(
+        spent <= 20,
+        "{spent} ticks of CPU in a second while waiting"
+    );
+    // The busy clients finish their requests: every one is answered, those
+    // accepted late included, as descriptors come back.
+    for s in &mut busy {
+        s.write_all(b"TP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+    }
+    for (i, s) in busy.into_iter().enumerate() {
+        let mut r = BufReader::new(s);
+        assert_eq!(read_response(&mut r).0, 200, "busy client {i}");
+    }
+    // Idle keep-alive clients fill the table; a new client is still served,
+    // by closing the idle one nearest its deadline.
+    let mut idle: Vec<BufReader<TcpStream>> = Vec::new();
+    for _ in 0..60 {
+        let mut c = BufReader::new(server.connect());
+        c.get_mut().write_all(one).unwrap();
+        assert_eq!(read_response(&mut c).0, 200);
+        idle.push(c);
+    }
+    let mut late = BufReader::new(server.connect());
+    late.get_mut().write_all(one).unwrap();
+    assert_eq!(
+        read_response(&mut late).0,
+        200,
+        "a new client after the idle ones"
+    );
+    drop(late);
+    drop(idle);
+    let report = server.stop();
+    assert!(counter(&report, "out of descriptors") >= 1, "{report}");
+    assert!(counter(&report, "idle closed for room") >= 1, "{report}");
+}
