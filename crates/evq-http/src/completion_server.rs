@@ -43,7 +43,12 @@
 //!    and the idle keep-alive connection nearest its deadline is closed to make
 //!    room, as the readiness server does (never one that has not been answered
 //!    yet: its first request may be on the way).
-//! g) **Not here** (refused with a clear error): load shedding (`--shed`), the
+//! g) **A graceful stop** (SIGINT/SIGTERM) cancels the accept (the listening
+//!    socket closes when the cancel completes, so a new client is refused, not
+//!    left in a backlog nobody reads), closes idle connections, answers what is
+//!    under way with `Connection: close`, and ends the thread when the last
+//!    connection has closed or `--grace` is over.
+//! h) **Not here** (refused with a clear error): load shedding (`--shed`), the
 //!    stats path and the status listener. Overload control (`--overload`) is the
 //!    readiness server's: completions accept as fast as the kernel hands
 //!    connections over.
@@ -183,6 +188,8 @@ struct Timeouts {
     header: Duration,
     idle: Duration,
     sweep: Duration,
+    /// How long a graceful stop lets replies in flight finish.
+    grace: Duration,
 }
 
 impl Timeouts {
@@ -193,6 +200,7 @@ impl Timeouts {
             header: cfg.header_timeout,
             idle: cfg.idle_timeout,
             sweep,
+            grace: cfg.grace,
         }
     }
 }
@@ -252,13 +260,16 @@ pub fn serve_completion(
         None => Content::Fixed(body.clone()),
     };
     let (listeners, addr) = listeners(cfg)?;
-    let site = Arc::new(Site {
-        content: Arc::new(content),
+    let content = Arc::new(content);
+    // The site as it answers while running, and while stopping (every reply
+    // then says `Connection: close`).
+    let sites = Arc::new([false, true].map(|closing| Site {
+        content: content.clone(),
         limits: cfg.limits,
-        closing: false,
+        closing,
         stats_path: None,
         work: cfg.work,
-    });
+    }));
     // Build one ring here first, so a kernel without the API fails before we say
     // we are listening.
     drop(CompletionRing::new()?);
@@ -267,9 +278,9 @@ pub fn serve_completion(
     let threads: Vec<_> = listeners
         .into_iter()
         .map(|l| {
-            let site = site.clone();
+            let sites = sites.clone();
             let body = body.clone();
-            std::thread::spawn(move || run_thread(l, &site, &body, timeouts))
+            std::thread::spawn(move || run_thread(l, &sites, &body, timeouts))
         })
         .collect();
     let mut total = CompletionServeReport::default();
@@ -307,10 +318,11 @@ struct Thread<'a> {
 
 fn run_thread(
     listener: TcpListener,
-    site: &Site,
+    sites: &[Site; 2],
     body: &[u8],
     timeouts: Timeouts,
 ) -> io::Result<CompletionServeReport> {
+    let site = &sites[0];
     let mut t = Thread {
         ring: CompletionRing::new()?,
         conns: Vec::new(),
@@ -328,10 +340,32 @@ fn run_thread(
         descriptor_freed: false,
     };
     let lfd = listener.as_raw_fd();
-    t.ring.accept_multishot(lfd, ACCEPT);
+    let mut listener = Some(listener);
+    let mut accept = Some(t.ring.accept_multishot(lfd, ACCEPT));
     let mut batch = Completions::with_capacity(256);
     let mut next_sweep = t.now + timeouts.sweep;
-    while !evq_os::signals::stop_requested() {
+    let mut stop_at: Option<Instant> = None;
+    loop {
+        if stop_at.is_none() && evq_os::signals::stop_requested() {
+            // A graceful stop (quirk g): no new connection, every reply from
+            // now on says close, idle connections close at once, and the
+            // thread ends when the last one has or the grace is over.
+            stop_at = Some(t.now + timeouts.grace);
+            t.site = &sites[1];
+            if let Some(id) = accept.take() {
+                t.ring.cancel(id, CANCEL);
+            }
+            t.accept_waiting = false;
+            // The ring's accept holds the socket until its cancel completes;
+            // then it closes, and a new client is refused.
+            drop(listener.take());
+            t.close_idle();
+        }
+        if let Some(deadline) = stop_at {
+            if t.open() == 0 || t.now >= deadline {
+                break;
+            }
+        }
         let wait = next_sweep
             .saturating_duration_since(t.now)
             .min(Duration::from_millis(200));
@@ -340,9 +374,17 @@ fn run_thread(
         t.date.refresh();
         for c in batch.iter_mut() {
             if c.token() == ACCEPT {
+                if !c.more() && accept == Some(c.op()) {
+                    accept = None;
+                }
                 match c.accepted_fd() {
+                    // Accepted as the stop began: refused (closed) at once.
+                    Some(fd) if stop_at.is_some() => {
+                        // SAFETY: the ring handed us this new descriptor.
+                        drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                    }
                     Some(fd) => t.admit(fd),
-                    None if c.more() => {}
+                    None if c.more() || stop_at.is_some() => {}
                     // Out of descriptors (quirk f): the connection waits in the
                     // backlog while an idle connection makes room; accepting
                     // again at once would fail again, round after round.
@@ -355,7 +397,7 @@ fn run_thread(
                     }
                     // Anything else ends this multishot accept only.
                     None => {
-                        t.ring.accept_multishot(lfd, ACCEPT);
+                        accept = Some(t.ring.accept_multishot(lfd, ACCEPT));
                     }
                 }
                 continue;
@@ -368,7 +410,7 @@ fn run_thread(
             // A descriptor came back (or a sweep's time passed): try again.
             t.accept_waiting = false;
             t.descriptor_freed = false;
-            t.ring.accept_multishot(lfd, ACCEPT);
+            accept = Some(t.ring.accept_multishot(lfd, ACCEPT));
         }
         if t.now >= next_sweep {
             t.sweep();
@@ -613,7 +655,9 @@ impl Thread<'_> {
             conn.recv = self.ring.recv_multishot(fd, token);
             conn.recv_live = true;
         }
-        if conn.close_after_send && !conn.sending && io.file.is_none() {
+        // Stopping, a connection whose replies are out closes (quirk g).
+        let done = conn.close_after_send || self.site.closing && io.input.is_empty();
+        if done && !conn.sending && io.file.is_none() {
             begin_close(&mut self.ring, conn);
         }
         if conn.closing && !conn.recv_live && !conn.sending {
@@ -643,6 +687,28 @@ impl Thread<'_> {
             self.flush(&mut conn, &mut io, fd as i32);
             self.keep_io(&mut conn, io);
             self.conns[fd] = Some(conn);
+        }
+    }
+
+    /// Connections open (or closing).
+    fn open(&self) -> usize {
+        self.conns.iter().filter(|c| c.is_some()).count()
+    }
+
+    /// Closes every connection with nothing under way (a graceful stop).
+    fn close_idle(&mut self) {
+        for fd in 0..self.conns.len() {
+            let idle = self.conns[fd]
+                .as_ref()
+                .is_some_and(|c| !c.closing && !c.sending && c.io.is_none());
+            if idle {
+                let mut conn = self.conns[fd].take().expect("checked above");
+                let mut io = self.io_of(&mut conn);
+                begin_close(&mut self.ring, &mut conn);
+                self.flush(&mut conn, &mut io, fd as i32);
+                self.keep_io(&mut conn, io);
+                self.conns[fd] = Some(conn);
+            }
         }
     }
 

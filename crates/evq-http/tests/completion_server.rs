@@ -532,3 +532,67 @@ fn out_of_descriptors_it_waits_without_spinning_and_makes_room_from_idle_ones() 
     assert!(counter(&report, "out of descriptors") >= 1, "{report}");
     assert!(counter(&report, "idle closed for room") >= 1, "{report}");
 }
+
+#[test]
+fn sigterm_finishes_replies_in_flight_closes_idle_ones_and_refuses_new_clients() {
+    let dir = TempDir::new("sigterm");
+    let big = pattern(32 << 20, 7);
+    std::fs::write(dir.path().join("big.bin"), &big).unwrap();
+    let root = dir.path().to_str().unwrap();
+    let Some(mut server) = start(&["--root", root, "--grace", "10"]) else {
+        return;
+    };
+    // An idle keep-alive connection, answered once.
+    let mut idle = BufReader::new(server.connect());
+    idle.get_mut()
+        .write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_body(&mut idle).1.len(), big.len());
+    // A reader one MiB into the 32 MiB file.
+    let mut reader = BufReader::new(server.connect());
+    reader
+        .get_mut()
+        .write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.contains("200"), "{line}");
+    let mut head = Vec::new();
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).unwrap();
+        if h == "\r\n" {
+            break;
+        }
+        head.push(h.to_ascii_lowercase());
+    }
+    let mut first = vec![0u8; 1 << 20];
+    reader.read_exact(&mut first).unwrap();
+    // SIGTERM now.
+    // SAFETY: kill(2) on our own child's pid, which we have not reaped.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    // The idle connection is closed.
+    let mut rest = Vec::new();
+    assert_eq!(idle.read_to_end(&mut rest).unwrap_or(0), 0);
+    // A new client is refused once the listener has gone (it goes when the
+    // ring's accept is cancelled, at once).
+    let until = std::time::Instant::now() + PATIENCE;
+    loop {
+        match TcpStream::connect(server.addr) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+            Err(e) => panic!("connect after SIGTERM: {e}"),
+            Ok(_) => {
+                assert!(std::time::Instant::now() < until, "still accepting");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    // The reply in flight arrives whole.
+    let mut tail = Vec::new();
+    reader.read_to_end(&mut tail).unwrap();
+    first.extend_from_slice(&tail);
+    assert_eq!(first.len(), big.len(), "the reply in flight was cut");
+    assert!(first == big, "bytes differ");
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "exit {status}");
+}
