@@ -36,19 +36,25 @@
 //!    handshake's error is taken (and cleared) by whichever request the kernel
 //!    retries first; the other sees a closed socket — the send `EPIPE`, the recv
 //!    end of file. The first completion carries the real error and fails the
-//!    connection; the other is then ignored (the connection is closing). An end of
+//!    connection; the other finds its connection gone and is ignored. An end of
 //!    file that comes while the send is still in flight waits for the send's
 //!    completion, so a refusal or a reset the send learned is what counts, not a
 //!    `premature-close`.
-//! c) **A connection is closed only when nothing on the ring names it.** A
-//!    multishot recv holds the socket and is not ended by `close` (the ring's
-//!    quirk i), and operations queued but not yet submitted name the descriptor
-//!    *number*, which a new socket may reuse at once. So a finished connection is
-//!    counted at once (and a closed loop replaces it at once), its recv and any
-//!    send are cancelled, and it stays in its slot, closing, until their final
-//!    completions came; then the ring closes the descriptor. At the end of a run
-//!    the thread waits up to a second for those completions before dropping the
-//!    ring, and closes whatever is left after the ring is gone.
+//! c) **A finished connection is cancelled and closed in one go.** A multishot
+//!    recv holds the socket and is not ended by `close` (the ring's quirk i), so
+//!    its recv and any send in flight are cancelled and the ring closes the
+//!    descriptor right behind the cancels, all in the next enter. The hazard of
+//!    closing early is a descriptor *number* reused by a new socket while a
+//!    request for the old one is still to be issued; there is none: the ring
+//!    issues requests in the order they were made (its backlog is FIFO), so
+//!    every request naming the old socket is issued — and holds its file —
+//!    before the close runs, and the ring re-issues nothing for a cancelled
+//!    operation (no re-arm after `ENOBUFS`, no send continuation). The slot is
+//!    released at once; the cancelled operations' last completions carry the
+//!    old generation and are dropped (a send's buffer still goes back to the
+//!    pool). At the end of a run the thread waits up to a second for the ring to
+//!    empty before dropping it. Three requests and no system call per closed
+//!    connection, beside `socket` and `connect`.
 //! d) **A send that ends short was cut off.** The ring continues short sends
 //!    itself and reports the bytes sent, even when an error ended it after some
 //!    went; a completion for fewer bytes than the burst counts as `connreset` (the
@@ -124,8 +130,6 @@ struct Conn {
     send: Option<OpId>,
     /// Bytes of the send in flight.
     send_len: usize,
-    /// Counted and given up; waiting for its operations to end (quirk c).
-    closing: bool,
 }
 
 enum Outcome {
@@ -188,22 +192,10 @@ pub(crate) fn run_thread(th: &ThreadSetup<'_>) -> ThreadResult {
         timers: BinaryHeap::new(),
         spare: Vec::new(),
     };
-    let result = w.run(th.hard_deadline);
+    let cut = w.run(th.hard_deadline)?;
     let mut stats = w.t.stats;
     stats.ring_enters = w.ring.stats().enters;
-    let mut left = Vec::new();
-    for slot in 0..w.slots.count() {
-        if let Some(c) = w.slots.take_any(slot) {
-            left.push(c.fd);
-        }
-    }
-    // The ring first: it cancels what it still holds and waits for the kernel to
-    // let go; only then may these descriptor numbers be reused (quirk c).
-    drop(w.ring);
-    for fd in left {
-        evq_os::io::close(fd);
-    }
-    Ok((stats, result?))
+    Ok((stats, cut))
 }
 
 impl Worker<'_> {
@@ -253,21 +245,18 @@ impl Worker<'_> {
             let Some(c) = self.slots.take_any(slot) else {
                 continue;
             };
-            if c.closing {
-                self.slots.put(slot, c);
-                continue;
-            }
             self.t.stats.unanswered += u64::from(c.outstanding);
             if cut_off {
                 self.t.fail_start(ErrorKind::Cutoff);
             }
-            self.retire(slot, c);
+            self.retire(slot, &c);
         }
         self.drain(&mut batch)?;
         Ok(cut_off)
     }
 
-    /// Waits (a while) for the cancelled operations and the closes (quirk c).
+    /// Waits (a while) for the cancelled operations and the closes (quirk c),
+    /// so that no close is left unsubmitted when the ring is dropped.
     fn drain(&mut self, batch: &mut Completions) -> io::Result<()> {
         let give_up = Instant::now() + DRAIN;
         while self.ring.in_flight() > 0 {
@@ -277,11 +266,8 @@ impl Worker<'_> {
             }
             self.ring
                 .get_next_completion(batch, Some(give_up.saturating_duration_since(now)))?;
-            for comp in batch.iter_mut() {
-                self.dispatch(comp, now);
-            }
         }
-        Ok(())
+        self.ring.submit()
     }
 
     fn finished(&self) -> bool {
@@ -334,7 +320,6 @@ impl Worker<'_> {
             recv: None,
             send: None,
             send_len: 0,
-            closing: false,
         });
         c.recv = Some(self.ring.recv_multishot(fd, token));
         self.t.opened();
@@ -379,10 +364,6 @@ impl Worker<'_> {
                 continue;
             };
             c.timer = false;
-            if c.closing {
-                self.slots.put(slot, c);
-                continue;
-            }
             let outcome = if now >= c.deadline {
                 Outcome::Failed(ErrorKind::ClientTimeout)
             } else {
@@ -399,25 +380,23 @@ impl Worker<'_> {
         if token == IGNORE {
             return;
         }
-        let slot = (token & 0xffff_ffff) as u32;
-        let Some(mut c) = self.slots.take(slot, generation_of(token, 32)) else {
-            return;
-        };
-        let outcome = if token & SEND_BIT != 0 {
+        let is_send = token & SEND_BIT != 0;
+        if is_send {
             if let Some(buf) = comp.take_buffers().and_then(|mut b| b.pop()) {
                 self.spare.push(buf);
             }
+        }
+        let slot = (token & 0xffff_ffff) as u32;
+        // A connection already finished finds nothing here (quirk c).
+        let Some(mut c) = self.slots.take(slot, generation_of(token, 32)) else {
+            return;
+        };
+        let outcome = if is_send {
             c.send = None;
-            if c.closing {
-                return self.settle(slot, c);
-            }
             self.on_sent(&mut c, slot, comp.result(), now)
         } else {
             if !comp.more() {
                 c.recv = None;
-            }
-            if c.closing {
-                return self.settle(slot, c);
             }
             self.on_recv(&mut c, slot, comp, now)
         };
@@ -534,38 +513,29 @@ impl Worker<'_> {
             Outcome::Keep => self.slots.put(slot, c),
             Outcome::Done => {
                 self.t.completed(c.conn_intended, now);
-                self.retire(slot, c);
+                self.retire(slot, &c);
             }
             Outcome::Failed(kind) => {
                 self.t.stats.unanswered += u64::from(c.outstanding);
                 self.t.fail(kind, c.burst_intended, now, c.connecting);
-                self.retire(slot, c);
+                self.retire(slot, &c);
                 self.plan.backoff(now);
             }
         }
     }
 
     /// The connection is counted and over: cancel what it has on the ring and
-    /// close it once that ended (quirk c).
-    fn retire(&mut self, slot: u32, mut c: Box<Conn>) {
+    /// close it right behind the cancels (quirk c).
+    fn retire(&mut self, slot: u32, c: &Conn) {
         self.t.closed();
-        c.closing = true;
         if let Some(op) = c.recv {
             self.ring.cancel(op, IGNORE);
         }
         if let Some(op) = c.send {
             self.ring.cancel(op, IGNORE);
         }
-        self.settle(slot, c);
-    }
-
-    fn settle(&mut self, slot: u32, c: Box<Conn>) {
-        if c.recv.is_none() && c.send.is_none() {
-            self.ring.close(c.fd, IGNORE);
-            self.slots.release(slot);
-        } else {
-            self.slots.put(slot, c);
-        }
+        self.ring.close(c.fd, IGNORE);
+        self.slots.release(slot);
     }
 }
 
