@@ -40,14 +40,24 @@
 //! f) **Out of descriptors, a multishot accept ends with `EMFILE`**, and one armed
 //!    again at once fails again: a spin. The accept waits instead (the connection
 //!    stays in the kernel's backlog) until a connection closes or a sweep passes,
-//!    and the idle keep-alive connection nearest its deadline is closed to make
-//!    room, as the readiness server does (never one that has not been answered
-//!    yet: its first request may be on the way).
+//!    and an idle keep-alive connection is closed to make room, in the readiness
+//!    server's order (`worker/reclaim.rs`): those answered once before those
+//!    answered several times (a keep-alive client in use, whose next request
+//!    may be on its way), least recently active first; never one not answered
+//!    yet (its first request may be on the way), nor a client in use that was
+//!    active within the last second. Here accepts complete in batches before
+//!    their requests are received, so at the limit the table can hold nothing
+//!    but unanswered newcomers and the busy clients: closing a busy one lost a
+//!    request in flight (the fault table's live clients), where waiting a
+//!    moment for a newcomer to be answered (and become the one to close) loses
+//!    nothing.
 //! g) **A graceful stop** (SIGINT/SIGTERM) cancels the accept (the listening
 //!    socket closes when the cancel completes, so a new client is refused, not
-//!    left in a backlog nobody reads), closes idle connections, answers what is
-//!    under way with `Connection: close`, and ends the thread when the last
-//!    connection has closed or `--grace` is over.
+//!    left in a backlog nobody reads), gives idle connections a second (a
+//!    request on its way is answered with `Connection: close` rather than met
+//!    by a closed socket), answers what is under way with `Connection: close`,
+//!    and ends the thread when the last connection has closed or `--grace` is
+//!    over.
 //! h) **Not here** (refused with a clear error): load shedding (`--shed`), the
 //!    stats path and the status listener. Overload control (`--overload`) is the
 //!    readiness server's: completions accept as fast as the kernel hands
@@ -67,6 +77,9 @@ use std::time::{Duration, Instant};
 pub const INPUT_PAUSE: usize = 64 * 1024;
 /// Replies made ahead of the socket, bytes, past which answering waits (quirk c).
 pub const OUTPUT_HOLD: usize = 64 * 1024;
+/// A keep-alive client in use (several requests answered) that was active this
+/// recently is not closed to make room (quirk f).
+const RECENTLY_ACTIVE: Duration = Duration::from_secs(1);
 /// A file body is read into the send buffer this much at a time.
 const FILE_CHUNK: usize = 64 * 1024;
 
@@ -176,10 +189,14 @@ struct Conn {
     /// When the connection is closed if nothing moves (quirk d).
     deadline: Instant,
     io: Option<Box<ConnIo>>,
-    /// A reply went out: between requests, the connection is an idle
-    /// keep-alive one that may be closed to make room (quirk f). A fresh one
-    /// may have its first request on the way, and is never closed for room.
-    answered: bool,
+    /// Requests answered (saturating). Between requests, an answered
+    /// connection is an idle keep-alive one that may be closed to make room
+    /// (quirk f); a fresh one may have its first request on the way, and is
+    /// never closed for room.
+    answered: u32,
+    /// The thread's event count at this connection's last completion: an
+    /// exact least-recently-active order (quirk f).
+    last_active: u64,
 }
 
 /// The two timeouts and the sweep's period (quirk d).
@@ -314,6 +331,8 @@ struct Thread<'a> {
     accept_waiting: bool,
     /// A connection closed since: the accept may go again.
     descriptor_freed: bool,
+    /// Connection completions handled (the order of `Conn::last_active`).
+    events: u64,
 }
 
 fn run_thread(
@@ -338,6 +357,7 @@ fn run_thread(
         report: CompletionServeReport::default(),
         accept_waiting: false,
         descriptor_freed: false,
+        events: 0,
     };
     let lfd = listener.as_raw_fd();
     let mut listener = Some(listener);
@@ -359,7 +379,7 @@ fn run_thread(
             // The ring's accept holds the socket until its cancel completes;
             // then it closes, and a new client is refused.
             drop(listener.take());
-            t.close_idle();
+            t.close_idle(timeouts.grace);
         }
         if let Some(deadline) = stop_at {
             if t.open() == 0 || t.now >= deadline {
@@ -414,7 +434,13 @@ fn run_thread(
         }
         if t.now >= next_sweep {
             t.sweep();
-            next_sweep = t.now + timeouts.sweep;
+            // Stopping, idle connections wait a second at most (quirk g).
+            let every = if stop_at.is_some() {
+                timeouts.sweep.min(Duration::from_millis(100))
+            } else {
+                timeouts.sweep
+            };
+            next_sweep = t.now + every;
         }
     }
     let stats = t.ring.stats();
@@ -456,7 +482,8 @@ impl Thread<'_> {
             close_after_send: false,
             closing: false,
             deadline: self.now + self.timeouts.idle,
-            answered: false,
+            answered: 0,
+            last_active: self.events,
         });
     }
 
@@ -470,6 +497,8 @@ impl Thread<'_> {
         let Some(mut conn) = self.conns[slot].take() else {
             return;
         };
+        self.events += 1;
+        conn.last_active = self.events;
         let mut io = self.io_of(&mut conn);
         match c.kind() {
             OpKind::Recv => {
@@ -515,7 +544,7 @@ impl Thread<'_> {
                 } else {
                     // The client is taking its replies: it has an idle
                     // timeout's worth of time for the next.
-                    conn.deadline = self.now + self.timeouts.idle;
+                    conn.deadline = self.idle_deadline();
                     if io.out.is_empty() && io.file.is_none() && !io.input.is_empty() {
                         // Requests held back behind the output (quirk c).
                         self.answer(&mut conn, &mut io);
@@ -580,7 +609,7 @@ impl Thread<'_> {
                 Outcome::Done(reply) | Outcome::Stats { reply, .. } => {
                     consumed += reply.consumed;
                     self.report.requests += 1;
-                    conn.answered = true;
+                    conn.answered = conn.answered.saturating_add(1);
                     if reply.status < 400 {
                         self.site.work();
                     }
@@ -606,7 +635,7 @@ impl Thread<'_> {
         io.input.drain(..consumed);
         if io.input.is_empty() {
             io.input = Vec::new(); // an idle connection holds no buffer
-            conn.deadline = self.now + self.timeouts.idle;
+            conn.deadline = self.idle_deadline();
         } else if consumed > 0 {
             // The next request has begun.
             conn.deadline = self.now + self.timeouts.header;
@@ -655,9 +684,7 @@ impl Thread<'_> {
             conn.recv = self.ring.recv_multishot(fd, token);
             conn.recv_live = true;
         }
-        // Stopping, a connection whose replies are out closes (quirk g).
-        let done = conn.close_after_send || self.site.closing && io.input.is_empty();
-        if done && !conn.sending && io.file.is_none() {
+        if conn.close_after_send && !conn.sending && io.file.is_none() {
             begin_close(&mut self.ring, conn);
         }
         if conn.closing && !conn.recv_live && !conn.sending {
@@ -666,18 +693,23 @@ impl Thread<'_> {
         }
     }
 
-    /// The accept failed for want of a descriptor (quirk f): the idle connection
-    /// nearest its deadline is closed to make room, if there is one.
+    /// The accept failed for want of a descriptor (quirk f): the least recently
+    /// active idle connection is closed to make room, if there is one.
     fn out_of_descriptors(&mut self) {
         self.report.fd_exhausted += 1;
         self.accept_waiting = true;
+        // An idle connection's deadline is its last activity + the idle timeout.
+        let in_use_after = self.now + self.timeouts.idle.saturating_sub(RECENTLY_ACTIVE);
         let idle = self
             .conns
             .iter()
             .enumerate()
             .filter_map(|(fd, c)| c.as_ref().map(|c| (fd, c)))
-            .filter(|(_, c)| c.answered && !c.closing && !c.sending && c.io.is_none())
-            .min_by_key(|(_, c)| c.deadline)
+            .filter(|(_, c)| c.answered > 0 && !c.closing && !c.sending && c.io.is_none())
+            // A keep-alive client in use, active within the last second, is
+            // kept: its next request is likely on the way.
+            .filter(|(_, c)| c.answered == 1 || c.deadline <= in_use_after)
+            .min_by_key(|(_, c)| (c.answered > 1, c.last_active))
             .map(|(fd, _)| fd);
         if let Some(fd) = idle {
             let mut conn = self.conns[fd].take().expect("found above");
@@ -690,25 +722,44 @@ impl Thread<'_> {
         }
     }
 
+    /// When a connection with nothing under way closes: after the idle timeout,
+    /// or, stopping, after `STOP_IDLE_WAIT` (quirk g).
+    fn idle_deadline(&self) -> Instant {
+        if self.site.closing {
+            self.now + self.timeouts.grace.min(sys::STOP_IDLE_WAIT)
+        } else {
+            self.now + self.timeouts.idle
+        }
+    }
+
     /// Connections open (or closing).
     fn open(&self) -> usize {
         self.conns.iter().filter(|c| c.is_some()).count()
     }
 
-    /// Closes every connection with nothing under way (a graceful stop).
-    fn close_idle(&mut self) {
+    /// A graceful stop's idle connections (quirk g): with no grace they close
+    /// now; otherwise each is given `STOP_IDLE_WAIT` (a busy client about to
+    /// send its next request gets it answered with `Connection: close` rather
+    /// than meeting a closed socket), after which the sweep closes it.
+    fn close_idle(&mut self, grace: Duration) {
+        let until = self.now + grace.min(sys::STOP_IDLE_WAIT);
         for fd in 0..self.conns.len() {
             let idle = self.conns[fd]
                 .as_ref()
                 .is_some_and(|c| !c.closing && !c.sending && c.io.is_none());
-            if idle {
-                let mut conn = self.conns[fd].take().expect("checked above");
+            if !idle {
+                continue;
+            }
+            let mut conn = self.conns[fd].take().expect("checked above");
+            if grace.is_zero() {
                 let mut io = self.io_of(&mut conn);
                 begin_close(&mut self.ring, &mut conn);
                 self.flush(&mut conn, &mut io, fd as i32);
                 self.keep_io(&mut conn, io);
-                self.conns[fd] = Some(conn);
+            } else {
+                conn.deadline = conn.deadline.min(until);
             }
+            self.conns[fd] = Some(conn);
         }
     }
 
@@ -722,7 +773,9 @@ impl Thread<'_> {
             if expired {
                 let mut conn = self.conns[fd].take().expect("checked above");
                 let mut io = self.io_of(&mut conn);
-                self.report.timed_out += 1;
+                if !self.site.closing {
+                    self.report.timed_out += 1;
+                }
                 io.out.clear();
                 io.file = None;
                 if let Some(send) = io.send {

@@ -31,7 +31,9 @@ fn start<'a>(
     flags: &[&str],
 ) -> io::Result<Trial<'a>> {
     match target {
-        Target::Serve => Trial::serve(cfg, fault, injected, flags, Limits::default()),
+        Target::Serve | Target::ServeCompletion => {
+            Trial::serve(cfg, target, fault, injected, flags, Limits::default())
+        }
         Target::Proxy | Target::Load => Trial::proxy(cfg, fault, injected, flags),
     }
 }
@@ -40,7 +42,7 @@ fn start<'a>(
 /// through the proxy.
 fn big_path(target: Target) -> String {
     match target {
-        Target::Serve => "/big".into(),
+        Target::Serve | Target::ServeCompletion => "/big".into(),
         Target::Proxy | Target::Load => format!("/big?n={BIG_BYTES}"),
     }
 }
@@ -182,7 +184,9 @@ pub(crate) fn vanish(cfg: &SuiteConfig, target: Target) -> FaultRow {
     }
     let (h, i) = (header.to_string(), idle.to_string());
     let flags: Vec<&str> = match target {
-        Target::Serve => vec!["--header-timeout", &h, "--idle-timeout", &i],
+        Target::Serve | Target::ServeCompletion => {
+            vec!["--header-timeout", &h, "--idle-timeout", &i]
+        }
         Target::Proxy | Target::Load => vec!["--idle-timeout", &i],
     };
     let trial = match start(cfg, target, "vanish", injected, &flags) {

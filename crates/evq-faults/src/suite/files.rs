@@ -238,7 +238,7 @@ fn now_state(g: Got, change: Change) -> bool {
     }
 }
 
-pub(crate) fn file_changed(cfg: &SuiteConfig, change: Change) -> FaultRow {
+pub(crate) fn file_changed(cfg: &SuiteConfig, target: Target, change: Change) -> FaultRow {
     let readers = cfg.size.pick(4, 16);
     let injected = format!(
         "{readers} slow readers are fetching a {} MiB file (sendfile) when it is {}; then requests for it and for an {} KiB file changed the same way (one send)",
@@ -250,9 +250,10 @@ pub(crate) fn file_changed(cfg: &SuiteConfig, change: Change) -> FaultRow {
         },
         SMALL >> 10
     );
-    let mut trial = match Trial::serve(cfg, change.name(), injected, &[], Limits::default()) {
+    let trial = Trial::serve(cfg, target, change.name(), injected, &[], Limits::default());
+    let mut trial = match trial {
         Ok(t) => t,
-        Err(e) => return super::not_run(Target::Serve, change.name(), e),
+        Err(e) => return super::not_run(target, change.name(), e),
     };
     let (big_path, small_path) = match (
         trial.docroot().write("victim", BIG),

@@ -27,6 +27,9 @@ use std::time::Duration;
 pub enum Target {
     /// `evq serve --root DIR`.
     Serve,
+    /// `evq serve --io completion --root DIR`: the server on io_uring
+    /// completions, under the same faults.
+    ServeCompletion,
     /// `evq proxy` in front of the scripted origin.
     Proxy,
     /// `evq load` against the scripted origin.
@@ -34,10 +37,11 @@ pub enum Target {
 }
 
 impl Target {
-    /// `serve`, `proxy`, `load`.
+    /// `serve`, `serve-completion`, `proxy`, `load`.
     pub fn name(self) -> &'static str {
         match self {
             Target::Serve => "serve",
+            Target::ServeCompletion => "serve-completion",
             Target::Proxy => "proxy",
             Target::Load => "load",
         }
@@ -129,14 +133,14 @@ impl Fault {
     }
 }
 
-fn truncated(c: &SuiteConfig, _: Target) -> FaultRow {
-    files::file_changed(c, files::Change::Truncate)
+fn truncated(c: &SuiteConfig, t: Target) -> FaultRow {
+    files::file_changed(c, t, files::Change::Truncate)
 }
-fn replaced(c: &SuiteConfig, _: Target) -> FaultRow {
-    files::file_changed(c, files::Change::Replace)
+fn replaced(c: &SuiteConfig, t: Target) -> FaultRow {
+    files::file_changed(c, t, files::Change::Replace)
 }
-fn removed(c: &SuiteConfig, _: Target) -> FaultRow {
-    files::file_changed(c, files::Change::Remove)
+fn removed(c: &SuiteConfig, t: Target) -> FaultRow {
+    files::file_changed(c, t, files::Change::Remove)
 }
 fn exhaustion(c: &SuiteConfig, t: Target) -> FaultRow {
     exhaustion::descriptor_exhaustion(c, t)
@@ -177,6 +181,20 @@ pub fn faults() -> Vec<Fault> {
     all.push(f(load::FAULTS[2], Target::Load, load::garbage));
     all.push(f(load::FAULTS[3], Target::Load, load::garbage_head));
     all.push(f(load::FAULTS[4], Target::Load, load::reset));
+    // The server on completions, under the server's faults.
+    let t = Target::ServeCompletion;
+    all.push(f("reset-mid-request", t, clients::reset_mid_request));
+    all.push(f("reset-mid-response", t, clients::reset_mid_response));
+    all.push(f("vanish", t, clients::vanish));
+    all.push(f("request-then-close", t, clients::request_then_close));
+    all.push(f("trickle", t, clients::trickle_fault));
+    all.push(f("pipeline-100", t, clients::pipeline));
+    all.push(f("huge-headers", t, clients::huge_headers));
+    all.push(f("sigterm", t, sigterm::sigterm));
+    all.push(f("descriptor-exhaustion", t, exhaustion));
+    all.push(f("file-truncated", t, truncated));
+    all.push(f("file-replaced", t, replaced));
+    all.push(f("file-removed", t, removed));
     all
 }
 
@@ -202,7 +220,7 @@ pub(crate) fn not_run(target: Target, fault: &str, e: io::Error) -> FaultRow {
 /// The fault table as aligned text: one line a row, then what failed.
 pub fn table(rows: &[FaultRow]) -> String {
     let mut out = format!(
-        "{:<6} {:<22} {:>4} {:>16} {:>5} {:>5} {:>6} {:>5} {:>6} {:>7}\n",
+        "{:<16} {:<22} {:>4} {:>16} {:>5} {:>5} {:>6} {:>5} {:>6} {:>7}\n",
         "target", "fault", "up", "live kept", "fds", "rss", "idle", "exit", "checks", "verdict"
     );
     for r in rows {
@@ -219,7 +237,7 @@ pub fn table(rows: &[FaultRow]) -> String {
             None => "-".into(),
         };
         out += &format!(
-            "{:<6} {:<22} {:>4} {:>16} {:>5} {:>5} {:>6} {:>5} {:>6} {:>7}\n",
+            "{:<16} {:<22} {:>4} {:>16} {:>5} {:>5} {:>6} {:>5} {:>6} {:>7}\n",
             r.target,
             r.fault,
             if r.error.is_some() {

@@ -28,8 +28,9 @@ pub(crate) fn sigterm(cfg: &SuiteConfig, target: Target) -> FaultRow {
     );
     let grace = GRACE_S.to_string();
     let trial = match target {
-        Target::Serve => Trial::serve(
+        Target::Serve | Target::ServeCompletion => Trial::serve(
             cfg,
+            target,
             "sigterm",
             injected,
             &["--grace", &grace],
@@ -42,7 +43,7 @@ pub(crate) fn sigterm(cfg: &SuiteConfig, target: Target) -> FaultRow {
         Err(e) => return super::not_run(target, "sigterm", e),
     };
     let big = match target {
-        Target::Serve => "/big".to_string(),
+        Target::Serve | Target::ServeCompletion => "/big".to_string(),
         Target::Proxy | Target::Load => format!("/big?n={BIG_BYTES}"),
     };
     if let Err(e) = trial.baseline(&[&big]) {

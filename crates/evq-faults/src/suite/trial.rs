@@ -16,7 +16,7 @@
 
 use super::inject::Injector;
 use super::row::{Check, ExitSummary, FaultRow, Resources, Throughput};
-use super::SuiteConfig;
+use super::{SuiteConfig, Target};
 use crate::http::{self, ResponseReader};
 use crate::live::{echo_body, Expect, LiveClients, LiveSpec, Window, ID_HEADER};
 use crate::peer::{self, LIVE_SOURCE};
@@ -102,10 +102,12 @@ impl<'a> Trial<'a> {
         }
     }
 
-    /// `evq serve --root DIR --listen 127.0.0.1:0 FLAGS`; live clients fetch
+    /// `evq serve --root DIR --listen 127.0.0.1:0 FLAGS` (with `--io completion` for
+    /// [`Target::ServeCompletion`]); live clients fetch
     /// `/small`.
     pub(crate) fn serve(
         cfg: &'a SuiteConfig,
+        target: Target,
         fault: &str,
         injected: String,
         flags: &[&str],
@@ -117,6 +119,9 @@ impl<'a> Trial<'a> {
             .iter()
             .map(|s| s.to_string())
             .collect();
+        if target == Target::ServeCompletion {
+            args.splice(1..1, ["--io".to_string(), "completion".to_string()]);
+        }
         args.push(docroot.path().display().to_string());
         args.extend(backend_args(cfg));
         args.extend(flags.iter().map(|s| s.to_string()));

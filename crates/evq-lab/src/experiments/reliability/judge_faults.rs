@@ -11,7 +11,7 @@ use evq_faults::FaultRow;
 
 /// One claim per row of `evq faults`, in its order; each starts with the
 /// row's id (a test keeps the two lists in step).
-pub(super) const FAULT_CLAIMS: [&str; 29] = [
+pub(super) const FAULT_CLAIMS: [&str; 41] = [
     "serve/reset-mid-request: clients that reset mid-request leave evq serve up, its live clients at ≥ 95% of their throughput, descriptors and memory at their baseline and the CPU idle afterwards",
     "serve/reset-mid-response: clients that reset mid-response (8 MiB file) leave evq serve up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
     "serve/vanish: clients that vanish without FIN or RST are reclaimed by evq serve's timeouts; live clients at ≥ 95%, descriptors and memory back, CPU idle",
@@ -41,6 +41,18 @@ pub(super) const FAULT_CLAIMS: [&str; 29] = [
     "load/origin-garbage: evq load against a chunked body that breaks off counts the error, ends with exit 0, memory within its bound",
     "load/origin-garbage-head: evq load against bytes that are not HTTP counts bad replies, ends with exit 0, memory within its bound",
     "load/origin-reset: evq load against resets counts them (no SIGPIPE death), ends with exit 0, memory within its bound",
+    "serve-completion/reset-mid-request: evq serve --io completion (io_uring completions, issue 17) under clients that reset mid-request: up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "serve-completion/reset-mid-response: evq serve --io completion under clients that reset mid-response (8 MiB file): up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "serve-completion/vanish: clients that vanish without FIN or RST are reclaimed by evq serve --io completion's timeouts (its sweep); live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "serve-completion/request-then-close: clients that send a request and close at once leave evq serve --io completion up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "serve-completion/trickle: tricklers from 127.0.0.2 are all accepted and held by evq serve --io completion, live clients keep ≥ 95%, descriptors and memory back, CPU idle",
+    "serve-completion/pipeline-100: 100 pipelined requests are all answered in order by evq serve --io completion; live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "serve-completion/huge-headers: evq serve --io completion refuses a 1 MiB request head (431 or the connection ended), never 2xx or a hang; live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "serve-completion/sigterm: SIGTERM under load: evq serve --io completion closes its listener at once, tells busy keep-alive connections to close, finishes replies in flight whole, exits 0 within the grace period",
+    "serve-completion/descriptor-exhaustion: with RLIMIT_NOFILE at N and 5N clients, evq serve --io completion does not spin (its multishot accept waits for a descriptor), keeps its live clients answered, serves a newcomer (idle keep-alive reclaimed) and recovers at once when descriptors free up",
+    "serve-completion/file-truncated: a file truncated while evq serve --io completion sends it gives a whole reply, a cut connection or a 500 — never a 200 shorter than its Content-Length; the new state served once the cache expires",
+    "serve-completion/file-replaced: a file replaced while evq serve --io completion sends it gives whole old or whole new replies, and the new file once the cache expires",
+    "serve-completion/file-removed: a file removed while evq serve --io completion sends it finishes from the open file; 404 once the cache expires",
 ];
 
 const SOAK_FLAT: &str = "over the soak, evq serve's and evq proxy's anonymous memory and descriptor count stay flat (after the first tenth: ≤ 100 KiB/min and ≤ 1 descriptor/min)";
