@@ -6,7 +6,7 @@ use crate::stats::{spread, Spread};
 use crate::verdict::ClaimCheck;
 
 /// Each claim with the rule that judges it.
-pub(super) const CLAIMS: [(&str, &str); 3] = [
+pub(super) const CLAIMS: [(&str, &str); 5] = [
     (
         "with the same httperf command line, evq load gets at least 1.2× httperf's reply rate from the same nginx",
         "holds if the median reply rate of evq load's runs is at least 1.2× the median of httperf's, same command line, same server, runs alternated",
@@ -18,6 +18,14 @@ pub(super) const CLAIMS: [(&str, &str); 3] = [
     (
         "in closed loop, evq load gets at least wrk's requests/s at the same connections and threads",
         "holds if the median replies/s of evq load's closed loop is at least (≥ 1.0×) the median of wrk's requests/s, same connections, threads and duration, runs alternated",
+    ),
+    (
+        "on io_uring completions, evq load uses at most 0.9× the CPU per reply of its readiness loop (issue 17)",
+        "holds if the median CPU per reply of `evq load --io completion` (wait4 rusage, user + system, over its replies) is at most 0.9× that of `evq load` on readiness, same httperf command line, same server, runs alternated",
+    ),
+    (
+        "on io_uring completions, evq load's closed loop gets at least wrk's requests/s at the same connections and threads (issue 17)",
+        "holds if the median replies/s of `evq load --io completion`'s closed loop is at least (≥ 1.0×) the median of wrk's requests/s, same connections, threads and duration, runs alternated",
     ),
 ];
 
@@ -182,11 +190,44 @@ pub(super) fn checks(r: &Records, summaries: &[ClientSummary]) -> Vec<ClaimCheck
     let by = |c: Client| &summaries[Client::ALL.iter().position(|&x| x == c).unwrap_or(0)];
     let (httperf, evq_open) = (by(Client::Httperf), by(Client::EvqOpen));
     let (wrk, evq_closed) = (by(Client::Wrk), by(Client::EvqClosed));
+    let (uring_open, uring_closed) = (
+        by(Client::EvqOpenCompletion),
+        by(Client::EvqClosedCompletion),
+    );
     vec![
         reply_rate(r, evq_open, httperf),
         cpu_per_reply(r, evq_open, httperf),
-        closed_loop(r, evq_closed, wrk),
+        closed_loop(r, evq_closed, wrk, Client::EvqClosed, 2),
+        completion_cpu(r, uring_open, evq_open),
+        closed_loop(r, uring_closed, wrk, Client::EvqClosedCompletion, 4),
     ]
+}
+
+/// 4: CPU per reply, completions against readiness.
+fn completion_cpu(r: &Records, uring: &ClientSummary, readiness: &ClientSummary) -> ClaimCheck {
+    let cpu = ratio_of(
+        uring,
+        readiness,
+        |c| c.cpu_us_per_reply,
+        &r.runs,
+        Client::EvqOpenCompletion,
+        Client::EvqOpen,
+        cpu_of,
+    );
+    ClaimCheck::judged(
+        CLAIMS[3].0,
+        match cpu.ratio {
+            Some(_) => format!(
+                "CPU per reply: evq load --io completion {}, evq load {}: completion / readiness = {}",
+                fmt_spread(&uring.cpu_us_per_reply, " µs", 1),
+                fmt_spread(&readiness.cpu_us_per_reply, " µs", 1),
+                fmt_ratio(&cpu)
+            ),
+            None => format!("not measured: {}", why_missing(uring, readiness)),
+        },
+        cpu.ratio.map(|r| r <= 0.9),
+        CLAIMS[3].1,
+    )
 }
 
 fn describe(c: &ClientSummary) -> String {
@@ -277,20 +318,26 @@ fn cpu_per_reply(r: &Records, evq_open: &ClientSummary, httperf: &ClientSummary)
     )
 }
 
-/// 3: closed loop against wrk.
-fn closed_loop(r: &Records, evq_closed: &ClientSummary, wrk: &ClientSummary) -> ClaimCheck {
+/// 3 and 5: a closed loop of `evq load` (`client`, claim `claim`) against wrk.
+fn closed_loop(
+    r: &Records,
+    evq_closed: &ClientSummary,
+    wrk: &ClientSummary,
+    client: Client,
+    claim: usize,
+) -> ClaimCheck {
     let s = &r.plan;
     let closed = ratio_of(
         evq_closed,
         wrk,
         |c| c.replies_per_s,
         &r.runs,
-        Client::EvqClosed,
+        client,
         Client::Wrk,
         rate_of,
     );
     ClaimCheck::judged(
-        CLAIMS[2].0,
+        CLAIMS[claim].0,
         match closed.ratio {
             Some(_) => format!(
                 "{} connections, {} thread(s), {} s: {}; {}: evq load / wrk = {}{}",
@@ -305,7 +352,7 @@ fn closed_loop(r: &Records, evq_closed: &ClientSummary, wrk: &ClientSummary) -> 
             None => format!("not measured: {}", why_missing(evq_closed, wrk)),
         },
         closed.ratio.map(|r| r >= 1.0),
-        CLAIMS[2].1,
+        CLAIMS[claim].1,
     )
 }
 

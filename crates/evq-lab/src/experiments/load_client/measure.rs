@@ -19,7 +19,10 @@ fn program(client: Client, ctx: &Ctx) -> Result<PathBuf, String> {
             .ok_or("httperf is not installed (scripts/install-peers.sh installs it)".into()),
         Client::Wrk => Tools::find("wrk")
             .ok_or("wrk is not installed (scripts/install-peers.sh installs it)".into()),
-        Client::EvqOpen | Client::EvqClosed => ctx
+        Client::EvqOpen
+        | Client::EvqClosed
+        | Client::EvqOpenCompletion
+        | Client::EvqClosedCompletion => ctx
             .tools
             .evq()
             .map(Path::to_path_buf)
@@ -101,7 +104,7 @@ pub(super) fn client_args(client: Client, s: &Plan, port: u16, uri: &str) -> Vec
     let mut args: Vec<String> = Vec::new();
     match client {
         Client::Httperf => args = open_args(s, port, uri),
-        Client::EvqOpen => {
+        Client::EvqOpen | Client::EvqOpenCompletion => {
             args.push("load".into());
             args.extend(open_args(s, port, uri));
             args.extend(["--json".into(), "--no-progress".into()]);
@@ -119,7 +122,7 @@ pub(super) fn client_args(client: Client, s: &Plan, port: u16, uri: &str) -> Vec
                 args.push(a);
             }
         }
-        Client::EvqClosed => {
+        Client::EvqClosed | Client::EvqClosedCompletion => {
             args.push("load".into());
             for a in [
                 "--server".to_string(),
@@ -140,6 +143,12 @@ pub(super) fn client_args(client: Client, s: &Plan, port: u16, uri: &str) -> Vec
                 args.push(a);
             }
         }
+    }
+    if matches!(
+        client,
+        Client::EvqOpenCompletion | Client::EvqClosedCompletion
+    ) {
+        args.extend(["--io".into(), "completion".into()]);
     }
     args
 }
@@ -191,7 +200,10 @@ fn one_run(
     run.summary = match client {
         Client::Httperf => parse_httperf(&o.stdout),
         Client::Wrk => parse_wrk(&o.stdout),
-        Client::EvqOpen | Client::EvqClosed => parse_evq(&o.stdout),
+        Client::EvqOpen
+        | Client::EvqClosed
+        | Client::EvqOpenCompletion
+        | Client::EvqClosedCompletion => parse_evq(&o.stdout),
     };
     let tail = |s: &str| -> String {
         let t = s.trim();

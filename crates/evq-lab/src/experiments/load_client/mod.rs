@@ -33,15 +33,22 @@ pub enum Client {
     Wrk,
     /// `evq load` closed loop with wrk's connections and threads.
     EvqClosed,
+    /// `evq load --io completion` with httperf's command line (io_uring does
+    /// the client's I/O; issue 17).
+    EvqOpenCompletion,
+    /// `evq load --io completion` closed loop with wrk's connections and threads.
+    EvqClosedCompletion,
 }
 
 impl Client {
     /// Every client, in run order.
-    pub const ALL: [Client; 4] = [
+    pub const ALL: [Client; 6] = [
         Client::Httperf,
         Client::EvqOpen,
+        Client::EvqOpenCompletion,
         Client::Wrk,
         Client::EvqClosed,
+        Client::EvqClosedCompletion,
     ];
 
     /// The client's name in the report.
@@ -51,14 +58,16 @@ impl Client {
             Client::EvqOpen => "evq load",
             Client::Wrk => "wrk",
             Client::EvqClosed => "evq load (closed)",
+            Client::EvqOpenCompletion => "evq load --io completion",
+            Client::EvqClosedCompletion => "evq load --io completion (closed)",
         }
     }
 
     /// "open" or "closed" loop.
     pub fn mode(self) -> &'static str {
         match self {
-            Client::Httperf | Client::EvqOpen => "open",
-            Client::Wrk | Client::EvqClosed => "closed",
+            Client::Httperf | Client::EvqOpen | Client::EvqOpenCompletion => "open",
+            Client::Wrk | Client::EvqClosed | Client::EvqClosedCompletion => "closed",
         }
     }
 }
@@ -107,7 +116,7 @@ pub struct Plan {
     pub threads: usize,
     /// Closed loop: seconds.
     pub seconds: u64,
-    /// Repeats of the four clients.
+    /// Repeats of the six clients.
     pub repeats: usize,
     /// A client still running after this many seconds is killed.
     pub limit_s: u64,

@@ -112,11 +112,13 @@ fn server_share(r: &Records, summaries: &[ClientSummary]) -> String {
         })
     };
     format!(
-        "nginx's CPU as a share of one core over each run (median), with the client's own share: httperf {}, evq load {}, wrk {}, evq load (closed) {}. At 90% or more the server, not the client, set the rate. The machine has 2 cores shared with other work: load average {} before the runs, {} after.",
+        "nginx's CPU as a share of one core over each run (median), with the client's own share: httperf {}, evq load {}, evq load --io completion {}, wrk {}, evq load (closed) {}, evq load --io completion (closed) {}. At 90% or more the server, not the client, set the rate. The machine has 2 cores shared with other work: load average {} before the runs, {} after.",
         share(Client::Httperf),
         share(Client::EvqOpen),
+        share(Client::EvqOpenCompletion),
         share(Client::Wrk),
         share(Client::EvqClosed),
+        share(Client::EvqClosedCompletion),
         r.loadavg_before,
         r.loadavg_after,
     )
