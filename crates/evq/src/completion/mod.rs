@@ -185,6 +185,8 @@ use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+/// Operation slots per chunk of the slot table.
+const SLOT_CHUNK: usize = 256;
 /// `user_data` of the ring's own cancel-everything request at drop.
 const INTERNAL: u64 = u64::MAX;
 /// The buffer group id used for receives.
@@ -247,7 +249,12 @@ pub struct CompletionRing {
     ring: IoUring,
     /// Dropped by hand in `Drop`, and only once the kernel is done with it (quirk b).
     buffers: ManuallyDrop<BufferRing>,
-    slots: Vec<Option<Op>>,
+    /// Operation slots in fixed chunks of [`SLOT_CHUNK`]: growth never copies
+    /// nor doubles them, so a ring holding one multishot recv per idle
+    /// connection pays one slot per connection, not up to two.
+    slots: Vec<Vec<Option<Op>>>,
+    /// Slots made so far (in `slots`' chunks).
+    slot_count: usize,
     generations: Vec<u32>,
     free: Vec<u32>,
     live: usize,
@@ -293,6 +300,7 @@ impl CompletionRing {
             ring,
             buffers: ManuallyDrop::new(buffers),
             slots: Vec::new(),
+            slot_count: 0,
             generations: Vec::new(),
             free: Vec::new(),
             live: 0,
@@ -815,12 +823,18 @@ impl CompletionRing {
         let slot = match self.free.pop() {
             Some(s) => s as usize,
             None => {
-                self.slots.push(None);
+                if self.slot_count % SLOT_CHUNK == 0 {
+                    let mut chunk = Vec::with_capacity(SLOT_CHUNK);
+                    chunk.resize_with(SLOT_CHUNK, || None);
+                    self.slots.push(chunk);
+                    self.generations.reserve_exact(SLOT_CHUNK);
+                }
                 self.generations.push(0);
-                self.slots.len() - 1
+                self.slot_count += 1;
+                self.slot_count - 1
             }
         };
-        self.slots[slot] = Some(op);
+        *self.slot_mut(slot) = Some(op);
         (self.generations[slot] as u64) << 32 | slot as u64
     }
 
@@ -829,7 +843,11 @@ impl CompletionRing {
         if self.generations.get(slot).copied() != Some((id >> 32) as u32) {
             return None;
         }
-        self.slots[slot].as_ref()
+        self.slots[slot / SLOT_CHUNK][slot % SLOT_CHUNK].as_ref()
+    }
+
+    fn slot_mut(&mut self, slot: usize) -> &mut Option<Op> {
+        &mut self.slots[slot / SLOT_CHUNK][slot % SLOT_CHUNK]
     }
 
     fn op(&self, id: u64) -> &Op {
@@ -838,12 +856,12 @@ impl CompletionRing {
 
     fn op_mut(&mut self, id: u64) -> &mut Op {
         let slot = (id & u32::MAX as u64) as usize;
-        self.slots[slot].as_mut().expect("live op")
+        self.slot_mut(slot).as_mut().expect("live op")
     }
 
     fn remove(&mut self, id: u64) -> Op {
         let slot = (id & u32::MAX as u64) as usize;
-        let mut op = self.slots[slot].take().expect("live op");
+        let mut op = self.slot_mut(slot).take().expect("live op");
         self.generations[slot] = self.generations[slot].wrapping_add(1);
         self.free.push(slot as u32);
         self.live -= 1;
@@ -888,6 +906,7 @@ impl Drop for CompletionRing {
         let in_kernel = |r: &Self| {
             r.slots
                 .iter()
+                .flatten()
                 .flatten()
                 .any(|o| o.state == OpState::Submitted)
         };
