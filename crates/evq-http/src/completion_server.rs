@@ -543,8 +543,15 @@ impl Thread<'_> {
                     begin_close(&mut self.ring, &mut conn);
                 } else {
                     // The client is taking its replies: it has an idle
-                    // timeout's worth of time for the next.
-                    conn.deadline = self.idle_deadline();
+                    // timeout's worth of time for the next part. Only a
+                    // connection with nothing left to send is idle (and, while
+                    // stopping, given just a second; quirk g).
+                    let more = !io.out.is_empty() || io.file.as_ref().is_some_and(|f| f.left > 0);
+                    conn.deadline = if more {
+                        self.now + self.timeouts.idle
+                    } else {
+                        self.idle_deadline()
+                    };
                     if io.out.is_empty() && io.file.is_none() && !io.input.is_empty() {
                         // Requests held back behind the output (quirk c).
                         self.answer(&mut conn, &mut io);

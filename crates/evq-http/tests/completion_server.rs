@@ -587,7 +587,10 @@ fn sigterm_finishes_replies_in_flight_closes_idle_ones_and_refuses_new_clients()
             }
         }
     }
-    // The reply in flight arrives whole.
+    // The reply in flight arrives whole, even to a reader that pauses longer
+    // than the second an idle connection is given (its send is stuck meanwhile:
+    // the connection is not idle).
+    std::thread::sleep(Duration::from_millis(1500));
     let mut tail = Vec::new();
     reader.read_to_end(&mut tail).unwrap();
     first.extend_from_slice(&tail);
