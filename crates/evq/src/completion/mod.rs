@@ -269,6 +269,9 @@ pub struct CompletionRing {
     setup: RingSetup,
     /// Which registered-file indices are in use (quirk l).
     fixed: FixedTable,
+    /// send_zc asks for usage reports (Linux 6.2); cleared the first time the
+    /// kernel refuses the flag, and the send goes again without it (quirk n).
+    zc_report: bool,
     /// Empty pipes for `send_file`, kept for reuse (quirk m).
     pipes: Vec<SplicePipe>,
     /// The opcodes this kernel has, asked once at construction.
@@ -312,6 +315,7 @@ impl CompletionRing {
             epoch: 0,
             setup,
             fixed: FixedTable::default(),
+            zc_report: true,
             pipes: Vec::new(),
             probe,
             stats: CompletionStats::default(),

@@ -1,4 +1,5 @@
-//! `send_zc`: `IORING_OP_SEND_ZC` (Linux 6.0; usage reports 6.2). The kernel pins
+//! `send_zc`: `IORING_OP_SEND_ZC` (Linux 6.0; usage reports 6.2, asked for where
+//! the kernel takes the flag and dropped the first time it refuses it). The kernel pins
 //! the caller's pages instead of copying them into the socket, and says when it is
 //! done with them in a second CQE (`IORING_CQE_F_NOTIF`) — which may come long after
 //! the send's own CQE (when the peer has acknowledged the data, for TCP). The
@@ -39,10 +40,19 @@ impl CompletionRing {
             }
             self.op_mut(id).zc.notifs -= 1;
         } else {
+            // A kernel before 6.2 refuses the usage-report flag (with a
+            // notification still to come): send again without it; the copies
+            // are then not counted.
+            let refused = result == -libc::EINVAL && self.zc_report && self.op(id).sent == 0;
             let op = self.op_mut(id);
             op.zc.in_flight = false;
             if cqueue::more(flags) {
                 op.zc.notifs += 1;
+            }
+            if refused {
+                self.zc_report = false;
+                self.push_send_zc(id);
+                return None;
             }
             if result > 0 {
                 op.sent += result as usize;
@@ -64,13 +74,14 @@ impl CompletionRing {
     }
 
     fn push_send_zc(&mut self, id: u64) {
+        let report = if self.zc_report { REPORT_USAGE } else { 0 };
         let o = self.op_mut(id);
         o.zc.in_flight = true;
         let rest = &o.bufs[0][o.sent..];
         let (ptr, len) = (rest.as_ptr(), rest.len().min(u32::MAX as usize) as u32);
         let e = on_target!(o.target, |f| opcode::SendZc::new(f, ptr, len)
             .flags(libc::MSG_NOSIGNAL)
-            .zc_flags(REPORT_USAGE)
+            .zc_flags(report)
             .build());
         self.push(e.user_data(id));
     }
