@@ -19,13 +19,22 @@ struct Server {
 /// Starts the server on an ephemeral port; `None` (a skip) where the kernel lacks
 /// the completion API.
 fn start(extra: &[&str]) -> Option<Server> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_evq-http"))
-        .args(["serve", "--io", "completion", "--listen", "127.0.0.1:0"])
+    spawn(command(extra))
+}
+
+/// `evq-http serve --io completion --listen 127.0.0.1:0 EXTRA`, output piped.
+fn command(extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evq-http"));
+    cmd.args(["serve", "--io", "completion", "--listen", "127.0.0.1:0"])
         .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Spawns `cmd` and reads the address it says it listens on.
+fn spawn(mut cmd: Command) -> Option<Server> {
+    let mut child = cmd.spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stderr.take().unwrap())
         .read_line(&mut line)
@@ -435,11 +444,7 @@ fn a_client_that_never_reads_its_replies_is_closed_after_the_idle_timeout() {
 /// Starts the server with its descriptor limit (soft and hard) at `limit`.
 fn start_limited(limit: u64, extra: &[&str]) -> Option<Server> {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evq-http"));
-    cmd.args(["serve", "--io", "completion", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut cmd = command(extra);
     // SAFETY: setrlimit is async-signal-safe and touches only the child.
     unsafe {
         cmd.pre_exec(move || {
@@ -453,20 +458,7 @@ fn start_limited(limit: u64, extra: &[&str]) -> Option<Server> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let Some(addr) = line
-        .split_whitespace()
-        .find_map(|w| w.parse::<SocketAddr>().ok())
-    else {
-        let _ = child.wait();
-        evq_testkit::skip("io_uring completions", line.trim());
-        return None;
-    };
-    Some(Server { child, addr })
+    spawn(cmd)
 }
 
 /// The child's CPU time (user + system), in clock ticks.

@@ -3,7 +3,7 @@
 //! refused connection completes with `ECONNREFUSED`, and a cancelled connect to an
 //! address that never answers completes with `ECANCELED`.
 
-use evq::completion::{CompletionRing, Completions, OpKind};
+use evq::completion::{CompletionOptions, CompletionRing, Completions, OpKind};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -11,20 +11,11 @@ use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
+mod util;
+
+/// A ring, or `None` where the kernel lacks the completion API (`util`).
 fn ring() -> Option<CompletionRing> {
-    match CompletionRing::new() {
-        Ok(r) => Some(r),
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::Unsupported | io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            evq_testkit::skip("io_uring completions", e);
-            None
-        }
-        Err(e) => panic!("CompletionRing: {e}"),
-    }
+    util::completion_ring(CompletionOptions::new())
 }
 
 fn tcp_socket(v6: bool, nonblocking: bool) -> OwnedFd {

@@ -14,22 +14,11 @@ use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// A ring, or `None` (printed; a failure under `EVQ_REQUIRE_ALL=1`) where the
-/// kernel lacks what the completion API needs.
+mod util;
+
+/// A ring, or `None` where the kernel lacks the completion API (`util`).
 fn ring(options: CompletionOptions) -> Option<CompletionRing> {
-    match CompletionRing::with_options(options) {
-        Ok(r) => Some(r),
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::Unsupported | io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            evq_testkit::skip("io_uring completions", e);
-            None
-        }
-        Err(e) => panic!("CompletionRing: {e}"),
-    }
+    util::completion_ring(options)
 }
 
 /// Arms a multishot read, or `None` (printed, as for `ring`) on a kernel without it.

@@ -146,24 +146,28 @@ fn exhaustion(c: &SuiteConfig, t: Target) -> FaultRow {
     exhaustion::descriptor_exhaustion(c, t)
 }
 
+/// The faults a client can inflict, aimed at `target` (a server or the proxy).
+fn client_faults(target: Target) -> [Fault; 8] {
+    type Run = fn(&SuiteConfig, Target) -> FaultRow;
+    let runs: [(&'static str, Run); 8] = [
+        ("reset-mid-request", clients::reset_mid_request),
+        ("reset-mid-response", clients::reset_mid_response),
+        ("vanish", clients::vanish),
+        ("request-then-close", clients::request_then_close),
+        ("trickle", clients::trickle_fault),
+        ("pipeline-100", clients::pipeline),
+        ("huge-headers", clients::huge_headers),
+        ("sigterm", sigterm::sigterm),
+    ];
+    runs.map(|(name, run)| Fault { name, target, run })
+}
+
 /// Every fault, in table order.
 pub fn faults() -> Vec<Fault> {
     let f = |name, target, run| Fault { name, target, run };
     let mut all = Vec::new();
-    for t in [Target::Serve, Target::Proxy] {
-        all.push(f(
-            "reset-mid-request",
-            t,
-            clients::reset_mid_request as fn(&SuiteConfig, Target) -> FaultRow,
-        ));
-        all.push(f("reset-mid-response", t, clients::reset_mid_response));
-        all.push(f("vanish", t, clients::vanish));
-        all.push(f("request-then-close", t, clients::request_then_close));
-        all.push(f("trickle", t, clients::trickle_fault));
-        all.push(f("pipeline-100", t, clients::pipeline));
-        all.push(f("huge-headers", t, clients::huge_headers));
-        all.push(f("sigterm", t, sigterm::sigterm));
-    }
+    all.extend(client_faults(Target::Serve));
+    all.extend(client_faults(Target::Proxy));
     all.push(f("descriptor-exhaustion", Target::Serve, exhaustion));
     all.push(f("descriptor-exhaustion", Target::Proxy, exhaustion));
     all.push(f("file-truncated", Target::Serve, truncated));
@@ -181,16 +185,9 @@ pub fn faults() -> Vec<Fault> {
     all.push(f(load::FAULTS[2], Target::Load, load::garbage));
     all.push(f(load::FAULTS[3], Target::Load, load::garbage_head));
     all.push(f(load::FAULTS[4], Target::Load, load::reset));
-    // The server on completions, under the server's faults.
+    // The server on completions, under every server fault.
     let t = Target::ServeCompletion;
-    all.push(f("reset-mid-request", t, clients::reset_mid_request));
-    all.push(f("reset-mid-response", t, clients::reset_mid_response));
-    all.push(f("vanish", t, clients::vanish));
-    all.push(f("request-then-close", t, clients::request_then_close));
-    all.push(f("trickle", t, clients::trickle_fault));
-    all.push(f("pipeline-100", t, clients::pipeline));
-    all.push(f("huge-headers", t, clients::huge_headers));
-    all.push(f("sigterm", t, sigterm::sigterm));
+    all.extend(client_faults(t));
     all.push(f("descriptor-exhaustion", t, exhaustion));
     all.push(f("file-truncated", t, truncated));
     all.push(f("file-replaced", t, replaced));
