@@ -50,6 +50,16 @@ fn spawn(mut cmd: Command) -> Option<Server> {
     Some(Server { child, addr })
 }
 
+/// A test that fails must not leave its server running.
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Server {
     fn connect(&self) -> TcpStream {
         let s = TcpStream::connect(self.addr).unwrap();
