@@ -358,7 +358,13 @@ impl Relay {
             if c.fd < 0 {
                 continue;
             }
-            c.keep_alive = false;
+            // A response whose head already went out said keep-alive: the
+            // client may send its next request as soon as it has the body, so
+            // after it the connection is idle like the others (below), not
+            // closed under that request.
+            if !(c.exchange && c.resp_head) {
+                c.keep_alive = false;
+            }
             if !c.exchange && c.in_len == 0 && c.out_pos >= c.out.len() {
                 if self.cfg.grace.is_zero() {
                     self.close_client(i);
@@ -1071,7 +1077,12 @@ impl Relay {
             c.close_after = true;
         }
         let reusable = c.origin_reusable;
-        let d = later(self.now, self.cfg.idle_timeout);
+        // Stopping, an idle client waits `STOP_IDLE_WAIT` at most (begin_stop).
+        let idle = match self.stopping {
+            Some(_) => self.cfg.idle_timeout.min(sys::STOP_IDLE_WAIT),
+            None => self.cfg.idle_timeout,
+        };
+        let d = later(self.now, idle);
         self.set_deadline(i, d);
         let or = &mut self.origins[o];
         if reusable
