@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A benchmark, not a test: `evq proxy`'s replies/s with no idle clients and with
+# COLD idle clients held from 127.0.0.2 (`evq dead`), alternating round by round
+# so both see the same machine. Proxy on CPU 0; the origin (`evq serve`), the
+# idle clients and the closed-loop load (32 connections, 1 KiB) on CPU 1.
+# Prints each round and the median ratio COLD / 0.
+# Usage: scripts/proxy-cold-ab.sh [ROUNDS] [COLD] [path/to/evq]
+set -uo pipefail
+ROUNDS=${1:-6}; COLD=${2:-2000}; E=${3:-target/release/evq}
+ORIGIN=18500; PROXY=18501
+taskset -c 1 "$E" serve --listen 127.0.0.1:$ORIGIN --threads 1 --reply-size 1024 --idle-timeout 600 >/dev/null 2>&1 &
+O=$!
+trap 'kill $O 2>/dev/null' EXIT
+sleep 0.3
+out=$(mktemp)
+for r in $(seq "$ROUNDS"); do
+  for c in 0 "$COLD"; do
+    taskset -c 0 "$E" proxy --listen 127.0.0.1:$PROXY --origin 127.0.0.1:$ORIGIN --idle-timeout 600 >/dev/null 2>&1 &
+    P=$!; sleep 0.4; D=
+    if [ "$c" -gt 0 ]; then
+      taskset -c 1 "$E" dead --server 127.0.0.1 --port $PROXY --connections "$c" --duration 60 >/dev/null 2>&1 & D=$!
+      for _ in $(seq 100); do
+        held=$(ss -tn state established "( sport = :$PROXY )" | grep -c 127.0.0.2)
+        [ "$held" -ge "$c" ] && break; sleep 0.1
+      done
+    fi
+    taskset -c 1 "$E" load --server 127.0.0.1 --port $PROXY --connections 32 --duration 1 --no-progress >/dev/null 2>&1
+    rate=$(taskset -c 1 "$E" load --server 127.0.0.1 --port $PROXY --connections 32 --duration 4 --no-progress 2>&1 | awk '/^Reply rate/{print $7}')
+    echo "round $r cold $c replies/s $rate" | tee -a "$out"
+    [ -n "$D" ] && kill "$D"
+    kill -INT $P; wait $P 2>/dev/null
+  done
+done
+python3 - "$out" "$COLD" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+rate = lambda c: [float(r[5]) for r in rows if r[3] == c]
+a, b = rate("0"), rate(sys.argv[2])
+print(f"median {sys.argv[2]} cold / 0: {statistics.median(b) / statistics.median(a):.3f}; "
+      f"round pairs {min(y / x for x, y in zip(a, b)):.2f}-{max(y / x for x, y in zip(a, b)):.2f}")
+PY
+rm -f "$out"
