@@ -4,7 +4,7 @@
 //! peer resets mid-recv, and a dropped ring releasing its requests. No timing is
 //! asserted: waits are bounded by a generous patience and only matter on failure.
 
-use evq::completion::{Completion, CompletionOptions, CompletionRing, Completions, OpKind, Setup};
+use evq::completion::{CompletionOptions, CompletionRing, Completions, OpKind, Setup};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -12,72 +12,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-const PATIENCE: Duration = Duration::from_secs(20);
-
 mod util;
 
-/// A ring, or `None` where the kernel lacks the completion API (`util`).
-fn ring(options: CompletionOptions) -> Option<CompletionRing> {
-    util::completion_ring(options)
-}
-
-/// One completion as plain data, so it can be kept past the next dequeue.
-#[derive(Debug, Clone)]
-struct Seen {
-    token: u64,
-    kind: OpKind,
-    result: Result<u32, i32>,
-    more: bool,
-    data: Vec<u8>,
-}
-
-fn seen(ring: &CompletionRing, c: &Completion) -> Seen {
-    Seen {
-        token: c.token(),
-        kind: c.kind(),
-        result: c.result().map_err(|e| e.raw_os_error().unwrap_or(0)),
-        more: c.more(),
-        data: ring.received(c).map(<[u8]>::to_vec).unwrap_or_default(),
-    }
-}
-
-/// Dequeues (batches of `capacity`), handing each completion to `each`, until `each`
-/// answers true (the rest of that batch is still handed over); panics after PATIENCE.
-fn run_until(
-    ring: &mut CompletionRing,
-    capacity: usize,
-    mut each: impl FnMut(&mut CompletionRing, Seen) -> bool,
-) {
-    let give_up = Instant::now() + PATIENCE;
-    let mut batch = Completions::with_capacity(capacity);
-    let mut done = false;
-    while !done {
-        assert!(Instant::now() < give_up, "no progress within {PATIENCE:?}");
-        ring.get_next_completion(&mut batch, Some(Duration::from_millis(200)))
-            .expect("get_next_completion");
-        let got: Vec<Seen> = batch.iter().map(|c| seen(ring, c)).collect();
-        for s in got {
-            done |= each(ring, s);
-        }
-    }
-}
-
-/// Collects completions until one with `token` and `more == false` arrives.
-fn until_final(ring: &mut CompletionRing, token: u64) -> Vec<Seen> {
-    let mut all = Vec::new();
-    run_until(ring, 64, |_, s| {
-        let last = s.token == token && !s.more;
-        all.push(s);
-        last
-    });
-    all
-}
-
-fn tcp_pair(listener: &TcpListener) -> (TcpStream, TcpStream) {
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    (server, client)
-}
+use util::completion::{ring, run_until, tcp_pair, until_final, PATIENCE};
 
 #[test]
 fn options_out_of_range_are_refused_with_the_field_named() {

@@ -15,7 +15,7 @@ mod util;
 
 /// A ring, or `None` where the kernel lacks the completion API (`util`).
 fn ring() -> Option<CompletionRing> {
-    util::completion_ring(CompletionOptions::new())
+    util::completion::ring(CompletionOptions::new())
 }
 
 fn tcp_socket(v6: bool, nonblocking: bool) -> OwnedFd {

@@ -5,21 +5,16 @@
 //! matter on failure.
 
 use evq::completion::{
-    Completion, CompletionOptions, CompletionRing, Completions, Fixed, OpId, OpKind, Target,
+    CompletionOptions, CompletionRing, Completions, Fixed, OpId, OpKind, Target,
 };
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-const PATIENCE: Duration = Duration::from_secs(20);
-
 mod util;
 
-/// A ring, or `None` where the kernel lacks the completion API (`util`).
-fn ring(options: CompletionOptions) -> Option<CompletionRing> {
-    util::completion_ring(options)
-}
+use util::completion::{ring, run_until, tcp_pair, until_final, PATIENCE};
 
 /// Arms a multishot read, or `None` (printed, as for `ring`) on a kernel without it.
 fn read_multishot(r: &mut CompletionRing, fd: impl Into<Target>, token: u64) -> Option<OpId> {
@@ -32,58 +27,6 @@ fn read_multishot(r: &mut CompletionRing, fd: impl Into<Target>, token: u64) -> 
         }
         Err(e) => panic!("read_multishot: {e}"),
     }
-}
-
-/// One completion as plain data, so it can be kept past the next dequeue.
-#[derive(Debug, Clone)]
-struct Seen {
-    token: u64,
-    kind: OpKind,
-    result: Result<u32, i32>,
-    more: bool,
-    data: Vec<u8>,
-}
-
-fn seen(ring: &CompletionRing, c: &Completion) -> Seen {
-    Seen {
-        token: c.token(),
-        kind: c.kind(),
-        result: c.result().map_err(|e| e.raw_os_error().unwrap_or(0)),
-        more: c.more(),
-        data: ring.received(c).map(<[u8]>::to_vec).unwrap_or_default(),
-    }
-}
-
-/// Dequeues (batches of `capacity`), handing each completion to `each`, until `each`
-/// answers true (the rest of that batch is still handed over); panics after PATIENCE.
-fn run_until(
-    ring: &mut CompletionRing,
-    capacity: usize,
-    mut each: impl FnMut(&mut CompletionRing, Seen) -> bool,
-) {
-    let give_up = Instant::now() + PATIENCE;
-    let mut batch = Completions::with_capacity(capacity);
-    let mut done = false;
-    while !done {
-        assert!(Instant::now() < give_up, "no progress within {PATIENCE:?}");
-        ring.get_next_completion(&mut batch, Some(Duration::from_millis(200)))
-            .expect("get_next_completion");
-        let got: Vec<Seen> = batch.iter().map(|c| seen(ring, c)).collect();
-        for s in got {
-            done |= each(ring, s);
-        }
-    }
-}
-
-/// Collects completions until one with `token` and `more == false` arrives.
-fn until_final(ring: &mut CompletionRing, token: u64) -> Vec<Seen> {
-    let mut all = Vec::new();
-    run_until(ring, 64, |_, s| {
-        let last = s.token == token && !s.more;
-        all.push(s);
-        last
-    });
-    all
 }
 
 /// A test pattern whose every byte depends on its position.
@@ -250,12 +193,6 @@ fn read_multishot_on_a_regular_file_fails_with_ebadfd() {
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(all[0].result, Err(libc::EBADFD));
     assert_eq!(r.in_flight(), 0);
-}
-
-fn tcp_pair(listener: &TcpListener) -> (TcpStream, TcpStream) {
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    (server, client)
 }
 
 /// A ring with a registered-file table of `capacity`, or `None` where either is

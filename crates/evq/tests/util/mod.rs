@@ -187,22 +187,4 @@ pub fn supported_modes(kind: BackendKind) -> Vec<Mode> {
     .collect()
 }
 
-/// A completion ring, or `None` (printed; a failure under `EVQ_REQUIRE_ALL=1`)
-/// where the kernel lacks what the completion API needs.
-pub fn completion_ring(
-    options: evq::completion::CompletionOptions,
-) -> Option<evq::completion::CompletionRing> {
-    match evq::completion::CompletionRing::with_options(options) {
-        Ok(r) => Some(r),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            evq_testkit::skip("io_uring completions", e);
-            None
-        }
-        Err(e) => panic!("CompletionRing: {e}"),
-    }
-}
+pub mod completion;
