@@ -86,28 +86,8 @@ impl Server {
 
 /// Reads one response: (status, body length), checking the body's bytes arrive.
 fn read_response(r: &mut BufReader<TcpStream>) -> (u16, usize) {
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    let status: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .expect("status")
-        .parse()
-        .unwrap();
-    let mut length = 0;
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).unwrap();
-        if h == "\r\n" {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; length];
-    r.read_exact(&mut body).unwrap();
-    (status, length)
+    let (status, body) = read_body(r);
+    (status, body.len())
 }
 
 fn requests_in(report: &str) -> u64 {
