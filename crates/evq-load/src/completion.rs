@@ -81,7 +81,7 @@
 //!    with an error naming `--io completion`.
 
 use crate::load::{ThreadResult, ThreadSetup};
-use crate::schedule::{Plan, Step};
+use crate::schedule::{Launcher, Plan};
 use crate::slots::{generation_of, Slots};
 use crate::stats::ErrorKind;
 use crate::tally::{Dialer, Tally};
@@ -198,6 +198,18 @@ pub(crate) fn run_thread(th: &ThreadSetup<'_>) -> ThreadResult {
     Ok((stats, cut))
 }
 
+impl Launcher for Worker<'_> {
+    fn plan(&mut self) -> &mut Plan {
+        &mut self.plan
+    }
+    fn active(&self) -> usize {
+        self.t.active
+    }
+    fn launch(&mut self, intended: Instant) -> bool {
+        Worker::launch(self, intended)
+    }
+}
+
 impl Worker<'_> {
     fn token(&self, slot: u32) -> u64 {
         (u64::from(self.slots.generation(slot)) << 32) | u64::from(slot)
@@ -272,21 +284,6 @@ impl Worker<'_> {
 
     fn finished(&self) -> bool {
         self.t.active == 0 && self.plan.exhausted()
-    }
-
-    /// Starts every connection that is due; returns when the next one is due.
-    fn launch_due(&mut self, now: Instant) -> Option<Instant> {
-        loop {
-            match self.plan.poll(now, self.t.active) {
-                Step::Launch(intended) => {
-                    if !self.launch(intended) {
-                        self.plan.backoff(now);
-                    }
-                }
-                Step::WaitUntil(t) => return Some(t),
-                Step::Idle => return None,
-            }
-        }
     }
 
     /// Opens one connection due at `intended` and queues its recv and first

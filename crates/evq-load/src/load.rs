@@ -19,7 +19,7 @@
 
 use crate::config::{resolve, IoModel, LoadConfig, LoopMode};
 use crate::request::build_request;
-use crate::schedule::{Plan, Step};
+use crate::schedule::{Launcher, Plan};
 use crate::slots::{generation_of, Slots};
 use crate::stats::{ErrorKind, LoadReport, ThreadStats};
 use crate::tally::{Dialer, Shared, Tally};
@@ -81,6 +81,18 @@ struct Worker<'a> {
     rbuf: Vec<u8>,
 }
 
+impl Launcher for Worker<'_> {
+    fn plan(&mut self) -> &mut Plan {
+        &mut self.plan
+    }
+    fn active(&self) -> usize {
+        self.t.active
+    }
+    fn launch(&mut self, intended: Instant) -> bool {
+        Worker::launch(self, intended)
+    }
+}
+
 impl<'a> Worker<'a> {
     fn token(&self, slot: u32) -> u64 {
         (u64::from(self.slots.generation(slot)) << 32) | u64::from(slot)
@@ -134,21 +146,6 @@ impl<'a> Worker<'a> {
 
     fn finished(&self) -> bool {
         self.t.active == 0 && self.plan.exhausted()
-    }
-
-    /// Starts every connection that is due; returns when the next one is due.
-    fn launch_due(&mut self, now: Instant) -> Option<Instant> {
-        loop {
-            match self.plan.poll(now, self.t.active) {
-                Step::Launch(intended) => {
-                    if !self.launch(intended) {
-                        self.plan.backoff(now);
-                    }
-                }
-                Step::WaitUntil(t) => return Some(t),
-                Step::Idle => return None,
-            }
-        }
     }
 
     /// Opens one connection due at `intended`; false if it failed at once.

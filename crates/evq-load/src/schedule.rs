@@ -179,6 +179,33 @@ impl Plan {
     }
 }
 
+/// A worker that opens connections on a [`Plan`]'s schedule: the readiness
+/// loop's and the completion loop's alike.
+pub(crate) trait Launcher {
+    /// The worker's schedule.
+    fn plan(&mut self) -> &mut Plan;
+    /// Connections open now.
+    fn active(&self) -> usize;
+    /// Opens one connection due at `intended`; false if it failed at once.
+    fn launch(&mut self, intended: Instant) -> bool;
+
+    /// Starts every connection that is due; returns when the next one is due.
+    fn launch_due(&mut self, now: Instant) -> Option<Instant> {
+        loop {
+            let active = self.active();
+            match self.plan().poll(now, active) {
+                Step::Launch(intended) => {
+                    if !self.launch(intended) {
+                        self.plan().backoff(now);
+                    }
+                }
+                Step::WaitUntil(t) => return Some(t),
+                Step::Idle => return None,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
