@@ -193,8 +193,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub json: bool,
     /// I/O model: readiness (an evq backend) or completion (io_uring accepts,
-    /// receives and sends; no --shed, stats path or status listener, see
-    /// `serve_completion`).
+    /// receives and sends; --backend and --overload do not apply, and --shed, a
+    /// stats path or a status listener are refused; see `serve_completion`).
     #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
     pub io: IoModel,
 }
@@ -388,10 +388,13 @@ pub fn run_serve(args: &ServeArgs) -> io::Result<()> {
     if args.io == IoModel::Completion {
         let report = crate::serve_completion(&cfg, |addr| {
             eprintln!(
-                "evq serve: listening on {addr} ({} thread(s), io_uring completions)",
+                "evq serve: listening on {addr} ({} thread(s), io_uring completions; no overload control: --overload is the readiness server's)",
                 cfg.threads
             )
         })?;
+        if args.json {
+            return print_line(&report.to_json());
+        }
         println!("{report}");
         return Ok(());
     }

@@ -95,7 +95,7 @@ pub enum IoModel {
 }
 
 /// What a completion server did, summed over its threads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CompletionServeReport {
     /// Connections accepted.
     pub accepted: u64,
@@ -134,6 +134,11 @@ impl std::fmt::Display for CompletionServeReport {
 }
 
 impl CompletionServeReport {
+    /// The counters as one JSON object (`evq serve --io completion --json`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+
     fn add(&mut self, r: &CompletionServeReport) {
         self.accepted += r.accepted;
         self.requests += r.requests;

@@ -581,3 +581,22 @@ fn sigterm_finishes_replies_in_flight_closes_idle_ones_and_refuses_new_clients()
     let status = server.child.wait().unwrap();
     assert!(status.success(), "exit {status}");
 }
+
+#[test]
+fn json_report_counts_what_the_text_report_does() {
+    let Some(server) = start(&["--json"]) else {
+        return;
+    };
+    let mut c = BufReader::new(server.connect());
+    for _ in 0..3 {
+        c.get_mut()
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut c).0, 200);
+    }
+    drop(c);
+    let out = server.stop();
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(v["requests"], 3, "{out}");
+    assert_eq!(v["accepted"], 1, "{out}");
+}
