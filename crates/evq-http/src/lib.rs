@@ -34,6 +34,7 @@ mod cli;
 mod completion_server;
 mod config;
 pub mod date;
+mod exchange;
 mod files;
 mod intake;
 mod intermediary;

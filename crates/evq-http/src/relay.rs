@@ -5,8 +5,8 @@
 use crate::buffers::BufferPool;
 use crate::config::{DeliveryMode, ProxyConfig};
 use crate::date::DateCache;
+use crate::exchange::{Begin, Exchange, Step};
 use crate::intake::{self, Intake, Parts};
-use crate::intermediary::{forward_request, forward_response, Persistence};
 use crate::linger::{self, Drained};
 use crate::listener::Listener;
 use crate::overload::{Admission, OverloadPolicy};
@@ -18,9 +18,7 @@ use evq::{
     BackendKind, EventQueue, Events, Interest, LoadLimiter, Mode, Notifier, Options, TimerId,
 };
 use evq_os::StopPipe;
-use evq_wire::{
-    has_token, parse_response_head, BodyHeaders, Framing, Strictness, MAX_RESPONSE_HEADERS,
-};
+use evq_wire::Framing;
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,13 +40,8 @@ struct Client {
     out_pos: usize,
     origin: Option<usize>,
     exchange: bool,
-    req_body: Framing,
-    resp_head: bool,
-    resp_body: Framing,
-    forwarded: bool,
-    origin_reusable: bool,
-    head_only: bool,
-    keep_alive: bool,
+    /// The exchange under way, or the last one (`exchange.rs`).
+    ex: Exchange,
     close_after: bool,
     /// The client half-closed (EOF) during an exchange: answer, then close.
     eof: bool,
@@ -58,15 +51,7 @@ struct Client {
     /// In a lingering close: our side is shut, input is read and dropped.
     lingering: bool,
     sent_head: Vec<u8>,
-    /// The request may be sent again if the origin drops it unanswered: its
-    /// method is idempotent (RFC 9110 §9.2.2) and it has no body (a body goes
-    /// to the origin as it arrives and is not kept).
-    retryable: bool,
     retried: bool,
-    /// The request came as HTTP/1.0: no interim response may reach it.
-    http10: bool,
-    /// The request said `Expect: 100-continue`: a `100 Continue` may reach it.
-    expects_continue: bool,
     deadline: Instant,
     timer: Option<(TimerId, Instant)>,
     /// Exchanges finished on this connection (saturating): one with more
@@ -88,22 +73,13 @@ impl Client {
             out_pos: 0,
             origin: None,
             exchange: false,
-            req_body: Framing::Done,
-            resp_head: false,
-            resp_body: Framing::Done,
-            forwarded: false,
-            origin_reusable: false,
-            head_only: false,
-            keep_alive: true,
+            ex: Exchange::default(),
             close_after: false,
             eof: false,
             linger_after: false,
             lingering: false,
             sent_head: Vec::new(),
-            retryable: false,
             retried: false,
-            http10: false,
-            expects_continue: false,
             deadline: now,
             timer: None,
             exchanges: 0,
@@ -362,8 +338,8 @@ impl Relay {
             // client may send its next request as soon as it has the body, so
             // after it the connection is idle like the others (below), not
             // closed under that request.
-            if !(c.exchange && c.resp_head) {
-                c.keep_alive = false;
+            if !(c.exchange && c.ex.resp_head) {
+                c.ex.keep_alive = false;
             }
             if !c.exchange && c.in_len == 0 && c.out_pos >= c.out.len() {
                 if self.cfg.grace.is_zero() {
@@ -420,7 +396,7 @@ impl Relay {
             return;
         }
         let c = &self.clients[i];
-        if c.exchange && !c.forwarded {
+        if c.exchange && !c.ex.forwarded {
             self.report.gateway_timeout += 1;
             self.fail_exchange(i, 504);
             self.drive_client(i);
@@ -494,7 +470,7 @@ impl Relay {
         // Part of a response already went out only if an exchange is under way
         // (a malformed next request on a keep-alive connection still gets its
         // 400, whatever the last exchange forwarded).
-        if !(c.exchange && c.forwarded) {
+        if !(c.exchange && c.ex.forwarded) {
             write_error(&mut c.out, status, self.date.text(), "");
             c.linger_after = !c.eof;
         }
@@ -561,62 +537,30 @@ impl Relay {
     fn start_exchange(&mut self, i: usize) -> bool {
         self.unpark_buffers(i);
         let c = &mut self.clients[i];
-        let mut headers = [httparse::EMPTY_HEADER; crate::request::MAX_HEADERS];
-        let mut req = httparse::Request::new(&mut headers);
-        let parsed = req.parse(&c.inbuf[..c.in_len]);
-        let head_len = match parsed {
-            Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) => {
-                if c.in_len >= c.inbuf.len() {
-                    self.report.bad_requests += 1;
-                    self.fail_exchange(i, 431);
-                    return true;
-                }
-                return false;
-            }
-            Err(e) => {
+        let full = c.in_len >= c.inbuf.len();
+        let stopping = self.stopping.is_some();
+        let begun =
+            c.ex.begin(&c.inbuf[..c.in_len], full, stopping, &mut c.sent_head);
+        let head_len = match begun {
+            Begin::Incomplete => return false,
+            Begin::Malformed(status) => {
                 self.report.bad_requests += 1;
-                let status = if e == httparse::Error::TooManyHeaders {
-                    431
-                } else {
-                    400
-                };
                 self.fail_exchange(i, status);
                 return true;
             }
+            Begin::Refused(status) => {
+                self.report.requests += 1;
+                self.report.bad_requests += 1;
+                self.fail_exchange(i, status);
+                return true;
+            }
+            Begin::Started(n) => n,
         };
         self.report.requests += 1;
         spend_cpu(self.cfg.work);
-        // Strictly, as an intermediary must: the origin behind may frame a
-        // lenient reading differently (request smuggling).
-        let framed = BodyHeaders::read(req.headers, Strictness::Strict)
-            .and_then(|bh| Ok((bh, bh.request_framing(Strictness::Strict)?)));
-        let Ok((bh, req_body)) = framed else {
-            self.report.bad_requests += 1;
-            self.fail_exchange(i, 400);
-            return true;
-        };
-        c.sent_head.clear();
-        if let Err(status) = forward_request(&req, &mut c.sent_head) {
-            self.report.bad_requests += 1;
-            self.fail_exchange(i, status);
-            return true;
-        }
-        c.keep_alive = bh.persistent(req.version == Some(1)) && self.stopping.is_none();
-        c.http10 = req.version == Some(0);
-        c.expects_continue = req
-            .headers
-            .iter()
-            .any(|h| h.name.eq_ignore_ascii_case("expect") && has_token(h.value, "100-continue"));
-        c.head_only = req.method == Some("HEAD");
-        c.retryable = req.method.is_some_and(idempotent) && req_body.is_done();
-        c.req_body = req_body;
+        let c = &mut self.clients[i];
         c.inbuf.copy_within(head_len..c.in_len, 0);
         c.in_len -= head_len;
-        c.resp_head = false;
-        c.resp_body = Framing::Done;
-        c.forwarded = false;
-        c.origin_reusable = false;
         c.retried = false;
         c.exchange = true;
         let o = match self.pooled_origin() {
@@ -664,21 +608,19 @@ impl Relay {
     fn pump_request_body(&mut self, i: usize) {
         let c = &mut self.clients[i];
         let Some(o) = c.origin else { return };
-        if c.req_body.is_done() || c.in_len == 0 {
+        if c.ex.req_body.is_done() || c.in_len == 0 {
             return;
         }
         let or = &mut self.origins[o];
         if or.out.len() >= HIGH_WATER {
             return;
         }
-        match c.req_body.advance(&c.inbuf[..c.in_len]) {
-            Ok(step) => {
-                let n = step.used;
-                or.out.extend_from_slice(&c.inbuf[..n]);
+        match c.ex.pump_body(&c.inbuf[..c.in_len], &mut or.out) {
+            Ok(n) => {
                 c.inbuf.copy_within(n..c.in_len, 0);
                 c.in_len -= n;
             }
-            Err(_) => {
+            Err(()) => {
                 self.report.bad_requests += 1;
                 self.fail_exchange(i, 400);
             }
@@ -825,7 +767,7 @@ impl Relay {
         c.lingering
             || !c.eof
                 && if c.exchange {
-                    c.req_body.is_done()
+                    c.ex.req_body.is_done()
                         || c.origin
                             .is_some_and(|o| self.origins[o].out.len() < HIGH_WATER)
                 } else {
@@ -947,19 +889,19 @@ impl Relay {
             return self.close_origin(o);
         };
         let reused = self.origins[o].reused;
-        let nothing_back = self.origins[o].in_len == 0 && !self.clients[i].resp_head;
+        let nothing_back = self.origins[o].in_len == 0 && !self.clients[i].ex.resp_head;
         self.close_origin(o);
         self.clients[i].origin = None;
         let c = &self.clients[i];
-        if c.resp_head && c.resp_body == Framing::UntilClose && eof {
+        if c.ex.resp_head && c.ex.resp_body == Framing::UntilClose && eof {
             // The body ran until close: complete. The client must close too, since
             // nothing else can tell it where the body ended.
             let c = &mut self.clients[i];
-            c.resp_body = Framing::Done;
+            c.ex.resp_body = Framing::Done;
             c.exchange = false;
             c.close_after = true;
             self.report.relayed += 1;
-        } else if reused && nothing_back && !c.retried && c.retryable {
+        } else if reused && nothing_back && !c.retried && c.ex.retryable {
             // A pooled connection the origin closed as the request went out
             // (its idle timeout, say): it may or may not have received it, so
             // only an idempotent request without a body is sent again, once.
@@ -984,7 +926,7 @@ impl Relay {
                 }
             }
         } else {
-            if !c.forwarded {
+            if !c.ex.forwarded {
                 self.report.bad_gateway += 1;
             }
             self.fail_exchange(i, 502);
@@ -995,74 +937,27 @@ impl Relay {
     /// Relays buffered origin bytes to the client. False if the exchange ended in
     /// a way that closed the origin connection (the caller must stop using `o`).
     fn relay_response(&mut self, o: usize, i: usize) -> bool {
-        loop {
-            let or = &mut self.origins[o];
-            let c = &mut self.clients[i];
-            if or.in_len == 0 {
-                return true;
-            }
-            if !c.resp_head {
-                let buf = &or.inbuf[..or.in_len];
-                let head = match parse_response_head(buf, c.head_only, Strictness::Strict) {
-                    Ok(Some(h)) if (100..600).contains(&h.status) && h.status != 101 => h,
-                    Ok(None) if or.in_len < or.inbuf.len() => return true,
-                    _ => {
-                        self.report.bad_gateway += 1;
-                        self.fail_exchange(i, 502);
-                        self.drive_client(i);
-                        return false;
-                    }
-                };
-                let interim = head.status < 200;
-                // No interim response reaches an HTTP/1.0 client (RFC 9110
-                // §15.2), and `100 Continue` only one that asked for it.
-                let pass = !interim || (!c.http10 && (head.status != 100 || c.expects_continue));
-                if !interim && (head.framing == Framing::UntilClose || self.stopping.is_some()) {
-                    c.keep_alive = false;
-                }
-                if pass {
-                    let persistence = if interim {
-                        Persistence::KeepAlive { http10: false }
-                    } else if c.keep_alive {
-                        Persistence::KeepAlive { http10: c.http10 }
-                    } else {
-                        Persistence::Close
-                    };
-                    let mut fields = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
-                    let mut resp = httparse::Response::new(&mut fields);
-                    // Parsed once already (parse_response_head): it parses again.
-                    let _ = resp.parse(&or.inbuf[..head.len]);
-                    forward_response(&resp, persistence, &mut c.out);
-                }
-                or.inbuf.copy_within(head.len..or.in_len, 0);
-                or.in_len -= head.len;
-                if interim {
-                    // Wait for the final response.
-                    continue;
-                }
-                c.forwarded = true;
-                c.resp_head = true;
-                c.resp_body = head.framing;
-                // HTTP/1.1, no `Connection: close`, and a body that ends before close.
-                c.origin_reusable = head.http11 && head.keep_alive;
-            } else {
-                match c.resp_body.advance(&or.inbuf[..or.in_len]) {
-                    Ok(step) => {
-                        let n = step.used;
-                        c.out.extend_from_slice(&or.inbuf[..n]);
-                        or.inbuf.copy_within(n..or.in_len, 0);
-                        or.in_len -= n;
-                    }
-                    Err(_) => {
-                        self.fail_exchange(i, 502);
-                        self.drive_client(i);
-                        return false;
-                    }
-                }
-            }
-            if self.clients[i].resp_body.is_done() {
+        let or = &mut self.origins[o];
+        let c = &mut self.clients[i];
+        let full = or.in_len >= or.inbuf.len();
+        let stopping = self.stopping.is_some();
+        let (used, step) =
+            c.ex.relay_response(&or.inbuf[..or.in_len], full, stopping, &mut c.out);
+        or.inbuf.copy_within(used..or.in_len, 0);
+        or.in_len -= used;
+        match step {
+            Step::More => true,
+            Step::Done => {
                 self.finish_exchange(o, i);
-                return false;
+                false
+            }
+            Step::BadHead | Step::BadBody => {
+                if step == Step::BadHead {
+                    self.report.bad_gateway += 1;
+                }
+                self.fail_exchange(i, 502);
+                self.drive_client(i);
+                false
             }
         }
     }
@@ -1073,10 +968,10 @@ impl Relay {
         c.exchange = false;
         c.exchanges = c.exchanges.saturating_add(1);
         c.origin = None;
-        if !c.keep_alive {
+        if !c.ex.keep_alive {
             c.close_after = true;
         }
-        let reusable = c.origin_reusable;
+        let reusable = c.ex.origin_reusable;
         // Stopping, an idle client waits `STOP_IDLE_WAIT` at most (begin_stop).
         let idle = match self.stopping {
             Some(_) => self.cfg.idle_timeout.min(sys::STOP_IDLE_WAIT),
@@ -1100,15 +995,6 @@ impl Relay {
         }
         self.drive_client(i);
     }
-}
-
-/// Methods whose effect is the same however often they are performed (RFC
-/// 9110 §9.2.2).
-fn idempotent(method: &str) -> bool {
-    matches!(
-        method,
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-    )
 }
 
 /// Whether an idle connection is still open with nothing to read: a peek that
