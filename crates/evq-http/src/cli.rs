@@ -331,6 +331,11 @@ pub struct ProxyArgs {
     /// Print the counters as JSON at exit instead of text.
     #[arg(long)]
     pub json: bool,
+    /// I/O model: readiness (an evq backend) or completion (io_uring accepts,
+    /// receives and sends; --backend and --mode are refused, --overload does
+    /// not apply).
+    #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
+    pub io: IoModel,
 }
 
 impl ProxyArgs {
@@ -353,9 +358,15 @@ impl ProxyArgs {
             },
             handle_signals: true,
             grace: duration("--grace", self.grace)?,
-            overload: self.overload.to_config(self.overload.overload)?,
+            // The completion relay has no overload control (it accepts as
+            // fast as the kernel hands clients over); the listening line says so.
+            overload: match self.io {
+                IoModel::Readiness => self.overload.to_config(self.overload.overload)?,
+                IoModel::Completion => OverloadConfig::default(),
+            },
             backlog: 4096,
             work: Duration::from_micros(self.work_us),
+            io: self.io,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -425,8 +436,14 @@ pub fn run_proxy(args: &ProxyArgs) -> io::Result<()> {
     let cfg = args.to_config()?;
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let handle = ProxyHandle::start(&cfg)?;
+    let io = match cfg.io {
+        IoModel::Readiness => "",
+        IoModel::Completion => {
+            " (io_uring completions; no overload control: --overload is the readiness relay's)"
+        }
+    };
     note(&format!(
-        "evq proxy: listening on {}, origin {}",
+        "evq proxy: listening on {}, origin {}{io}",
         handle.addr(),
         cfg.origin
     ));

@@ -328,6 +328,10 @@ pub struct ProxyConfig {
     /// a proxy's own work (TLS, authentication, rewriting), so an experiment
     /// can give the proxy a capacity (zero: none).
     pub work: Duration,
+    /// How the proxy does its I/O: readiness events from `backend`, or
+    /// io_uring completions (`backend`, `mode` and `overload` then do not
+    /// apply and are refused).
+    pub io: crate::IoModel,
 }
 
 impl ProxyConfig {
@@ -364,6 +368,7 @@ impl Default for ProxyConfig {
             overload: OverloadConfig::default(),
             backlog: 1024,
             work: Duration::ZERO,
+            io: crate::IoModel::Readiness,
         }
     }
 }

@@ -31,6 +31,7 @@
 mod buffers;
 #[cfg(feature = "cli")]
 mod cli;
+mod completion_relay;
 mod completion_server;
 mod config;
 pub mod date;

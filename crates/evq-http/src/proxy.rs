@@ -12,6 +12,8 @@
 //! body (RFC 9110 §9.2.2) is resent, once, on a fresh connection — any other
 //! gets a 502.
 
+use crate::completion_relay::{self, CompletionRelay};
+use crate::completion_server::IoModel;
 use crate::config::ProxyConfig;
 use crate::relay::Relay;
 use crate::stats::ProxyReport;
@@ -28,18 +30,40 @@ use std::thread::JoinHandle;
 pub struct ProxyHandle {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    notifier: Notifier,
+    wake: Wake,
     thread: Option<JoinHandle<(ProxyReport, io::Result<()>)>>,
+}
+
+/// How a stop request reaches the relay's thread.
+enum Wake {
+    /// The readiness relay's queue.
+    Queue(Notifier),
+    /// The completion relay polls its stop flag (at least every 200 ms);
+    /// nothing to wake.
+    Poll,
+}
+
+impl Wake {
+    fn wake(&self) {
+        if let Wake::Queue(n) = self {
+            let _ = n.notify();
+        }
+    }
 }
 
 impl ProxyHandle {
     /// Binds and starts relaying.
     ///
     /// # Errors
-    /// Bind/listen errors or an unavailable backend.
+    /// Bind/listen errors or an unavailable backend; with
+    /// [`IoModel::Completion`], a setting that model does not take
+    /// (`backend`, `mode`, an overload policy) or a kernel without io_uring.
     pub fn start(cfg: &ProxyConfig) -> io::Result<ProxyHandle> {
         evq_os::ignore_sigpipe();
         cfg.validate()?;
+        if cfg.io == IoModel::Completion {
+            return Self::start_completion(cfg);
+        }
         let kind = match cfg.backend {
             Some(k) => {
                 k.available()?;
@@ -60,14 +84,40 @@ impl ProxyHandle {
             None
         };
         let relay = Relay::new(cfg, kind, listener, stop.clone(), signal)?;
-        let notifier = relay.notifier();
+        let wake = Wake::Queue(relay.notifier());
         let thread = std::thread::Builder::new()
             .name("evq-proxy".into())
             .spawn(move || relay.run())?;
         Ok(ProxyHandle {
             addr,
             stop,
-            notifier,
+            wake,
+            thread: Some(thread),
+        })
+    }
+
+    /// The proxy on io_uring completions (`completion_relay.rs`).
+    fn start_completion(cfg: &ProxyConfig) -> io::Result<ProxyHandle> {
+        completion_relay::check(cfg)?;
+        let opts = ListenOptions {
+            backlog: cfg.backlog,
+            ..ListenOptions::default()
+        };
+        let listener = evq_os::listen(cfg.listen, opts)?;
+        let addr = evq_os::socket::local_addr(listener.as_raw_fd())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (cfg, flag) = (cfg.clone(), stop.clone());
+        // The ring belongs to the thread that uses it: built there.
+        let thread = std::thread::Builder::new()
+            .name("evq-proxy".into())
+            .spawn(move || match CompletionRelay::new(&cfg, listener, flag) {
+                Ok(relay) => relay.run(),
+                Err(e) => (ProxyReport::default(), Err(e)),
+            })?;
+        Ok(ProxyHandle {
+            addr,
+            stop,
+            wake: Wake::Poll,
             thread: Some(thread),
         })
     }
@@ -91,7 +141,7 @@ impl ProxyHandle {
     /// `Connection: close`.
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = self.notifier.notify();
+        self.wake.wake();
     }
 
     /// Waits until the proxy stops (SIGINT/SIGTERM with `handle_signals`).
@@ -120,7 +170,7 @@ impl Drop for ProxyHandle {
     fn drop(&mut self) {
         if self.thread.is_some() {
             self.stop.store(true, Ordering::SeqCst);
-            let _ = self.notifier.notify();
+            self.wake.wake();
             let _ = self.join();
         }
     }

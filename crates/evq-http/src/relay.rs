@@ -1000,7 +1000,7 @@ impl Relay {
 /// Whether an idle connection is still open with nothing to read: a peek that
 /// would block. End of file, bytes the origin sent unasked, or an error all
 /// mean it cannot carry a request.
-fn still_open(fd: RawFd) -> bool {
+pub(crate) fn still_open(fd: RawFd) -> bool {
     let mut b = [0u8; 1];
     // SAFETY: recv(2) writes at most 1 byte into `b`, which lives across the
     // call; MSG_PEEK leaves the socket's data in place, MSG_DONTWAIT never blocks.

@@ -431,6 +431,8 @@ pub struct ProxyReport {
     pub listener_failures: u64,
     /// Overload control of new clients.
     pub overload: OverloadCounts,
+    /// `io_uring_enter` calls (`--io completion`; 0 on readiness).
+    pub io_uring_enters: u64,
 }
 
 impl std::fmt::Display for ProxyReport {
@@ -460,6 +462,15 @@ impl std::fmt::Display for ProxyReport {
             self.overload.refused.pulses,
             self.overload.refused.not_listening_us as f64 / 1e6,
             self.overload.served_late
-        )
+        )?;
+        if self.io_uring_enters > 0 {
+            write!(
+                f,
+                "; io_uring_enter calls {} ({:.3} per request)",
+                self.io_uring_enters,
+                self.io_uring_enters as f64 / self.requests.max(1) as f64
+            )?;
+        }
+        Ok(())
     }
 }

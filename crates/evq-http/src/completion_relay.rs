@@ -1,0 +1,1157 @@
+//! `evq proxy --io completion`: the proxy's loop on [`evq::completion`] — the
+//! kernel accepts clients, receives from clients and origins and sends to both;
+//! the loop only reads heads, frames bodies and moves bytes between buffers.
+//!
+//! The protocol is the readiness relay's, byte for byte: both run on
+//! `exchange.rs` (request heads read and rewritten, bodies framed, interim
+//! responses passed or dropped), with the same keep-alive pool to the origin,
+//! the same retry rule (an idempotent request without a body, dropped unanswered
+//! on a pooled connection, is sent again once on a fresh one), 502 and 504, the
+//! lingering close after an error reply, and the same graceful stop. One thread,
+//! as the readiness proxy.
+//!
+//! # Quirks
+//!
+//! a) **A multishot recv holds the socket**, so closing a connection is three
+//!    steps: cancel its recv (and a send still in flight), wait for their final
+//!    completions, then close through the ring. Its slot (and descriptor) is
+//!    free when the close completes; until then completions for it are taken
+//!    and only finish the close.
+//! b) **Slots come back** while completions for their last connection may
+//!    still be queued: tokens carry the slot's generation (`token.rs`), bumped
+//!    when the close completes.
+//! c) **Backpressure is a cancelled recv.** A multishot recv keeps receiving
+//!    whatever the other side does. A client whose unread input passes
+//!    [`INPUT_PAUSE`] (pipelined requests, or a body the origin is slow to
+//!    take) and an origin whose response waits unsent to the client past
+//!    [`HIGH_WATER`] have their recv cancelled (the bytes wait in the socket,
+//!    where TCP's window pushes back) and armed again once the other side has
+//!    drained.
+//! d) **A pooled origin connection keeps its recv armed**: whatever it
+//!    delivers while idle (end of file, an error, bytes nobody asked for)
+//!    closes it at once, before a request can be sent on it. The peek before
+//!    reuse stays (as in the readiness relay): a close the ring has not
+//!    reported yet is still seen there.
+//! e) **Connecting to the origin** is a non-blocking `connect(2)` with the
+//!    recv and the request's send queued at once: the kernel holds the send
+//!    until the handshake is done, so a new origin connection costs no round
+//!    trip through the loop. A refused connection fails the send and the recv.
+//! f) **Timeouts are a sweep**, as in the completion server: every
+//!    `min(idle, origin) / 8` (50 ms to 1 s) the clients past their deadline are
+//!    answered 504 (an exchange the origin has not begun to answer) or closed.
+//! g) **Out of descriptors**: an accept that fails with `EMFILE` waits (the
+//!    client stays in the listen queue) while an idle descriptor is closed for
+//!    room in the readiness relay's order (`relay/reclaim.rs`), and goes again
+//!    when a close completes. A connect to the origin that meets `EMFILE` makes
+//!    room the same way and its exchange waits for the descriptor (up to the
+//!    origin timeout: then 504); with nothing idle to close it gets a 502 at
+//!    once. A client not answered yet is never closed for room (accepts
+//!    complete in batches before their requests, so a fresh client's request
+//!    is likely on its way), nor a keep-alive client in use active within the
+//!    last second.
+//! h) **Not here** (refused with a clear error): `--backend`, `--mode` and
+//!    `--overload`. The loop wakes at least every 200 ms to notice a stop.
+
+use crate::config::ProxyConfig;
+use crate::date::DateCache;
+use crate::exchange::{Begin, Exchange, Step};
+use crate::linger;
+use crate::overload::OverloadPolicy;
+use crate::relay::still_open;
+use crate::request::{spend_cpu, write_error};
+use crate::stats::ProxyReport;
+use crate::sys::{self, later};
+use crate::token::{decode, next_generation, token, Kind};
+use evq::completion::{Completion, CompletionRing, Completions, OpId, OpKind};
+use evq_wire::Framing;
+use std::io;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Unread client input, bytes, past which its recv pauses (quirk c); never
+/// less than the longest head allowed.
+pub(crate) const INPUT_PAUSE: usize = 64 * 1024;
+/// Response bytes waiting to go to a client, past which its origin's recv
+/// pauses; and request-body bytes waiting to go to the origin, past which no
+/// more are moved (quirk c).
+const HIGH_WATER: usize = 64 * 1024;
+/// The longest response head taken from the origin (the readiness relay's
+/// origin buffer).
+const ORIGIN_HEAD: usize = 16 * 1024;
+/// A keep-alive client in use active this recently is not closed for room
+/// (quirk g).
+const RECENTLY_ACTIVE: Duration = Duration::from_secs(1);
+/// Token of the multishot accept.
+const ACCEPT: u64 = u64::MAX - 1;
+/// Token of our own cancels, whose completions need nothing done.
+const CANCEL: u64 = u64::MAX;
+/// The longest the loop waits before looking at the stop flag again.
+const STOP_POLL: Duration = Duration::from_millis(200);
+
+/// Refuses, before anything binds, the settings this loop does not have.
+pub(crate) fn check(cfg: &ProxyConfig) -> io::Result<()> {
+    let refuse = |what: &str| {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("--io completion does not take {what} (the readiness relay's)"),
+        ))
+    };
+    if cfg.backend.is_some() {
+        return refuse("--backend");
+    }
+    if cfg.mode.is_some() {
+        return refuse("--mode");
+    }
+    if cfg.overload.policy != OverloadPolicy::None {
+        return refuse("--overload");
+    }
+    // Fail here, not in the thread, on a kernel without the API.
+    drop(CompletionRing::new()?);
+    Ok(())
+}
+
+/// A socket on the ring: its recv and send in flight and its close (quirk a).
+struct Sock {
+    fd: RawFd,
+    generation: u32,
+    /// The multishot recv in the kernel, if one is.
+    recv: Option<OpId>,
+    /// A cancel of `recv` was asked (to pause it or to close).
+    recv_cancelled: bool,
+    /// The input ended: end of file (`eof`) or an error. No recv again.
+    input_ended: bool,
+    eof: bool,
+    /// The send in the kernel, if one is, and the bytes it carries.
+    send: Option<OpId>,
+    in_flight: usize,
+    /// Closing: nothing new starts; the close goes once nothing is in flight.
+    closing: bool,
+    close_queued: bool,
+}
+
+impl Sock {
+    fn new(fd: RawFd, generation: u32) -> Sock {
+        Sock {
+            fd,
+            generation,
+            recv: None,
+            recv_cancelled: false,
+            input_ended: false,
+            eof: false,
+            send: None,
+            in_flight: 0,
+            closing: false,
+            close_queued: false,
+        }
+    }
+
+    /// Arms or pauses the recv so that one runs exactly when `want` (and the
+    /// socket is open and its input has not ended).
+    fn sync_recv(&mut self, ring: &mut CompletionRing, want: bool, tok: u64) {
+        let want = want && !self.closing && !self.input_ended;
+        match self.recv {
+            None if want => {
+                self.recv = Some(ring.recv_multishot(self.fd, tok));
+            }
+            Some(id) if !want && !self.recv_cancelled => {
+                self.recv_cancelled = true;
+                ring.cancel(id, CANCEL);
+            }
+            _ => {}
+        }
+    }
+
+    /// A recv completion ended the multishot: whether the input ended (rather
+    /// than our cancel stopping it).
+    fn recv_ended(&mut self, c: &Completion) {
+        let cancelled = self.recv_cancelled
+            && matches!(c.result(), Err(e) if e.raw_os_error() == Some(libc::ECANCELED));
+        self.recv = None;
+        self.recv_cancelled = false;
+        if !cancelled {
+            self.input_ended = true;
+            self.eof = matches!(c.result(), Ok(0));
+        }
+    }
+
+    /// Starts a close (quirk a). A send still in flight is cancelled, and the
+    /// connection reset: its peer must not take a cut-off reply for a whole one.
+    fn begin_close(&mut self, ring: &mut CompletionRing) {
+        if self.closing {
+            return;
+        }
+        self.closing = true;
+        if let (Some(id), false) = (self.recv, self.recv_cancelled) {
+            self.recv_cancelled = true;
+            ring.cancel(id, CANCEL);
+        }
+        if let Some(id) = self.send {
+            let _ = evq_os::socket::set_reset_on_close(self.fd);
+            ring.cancel(id, CANCEL);
+        }
+    }
+
+    /// Queues the close once nothing is in flight.
+    fn finish_close(&mut self, ring: &mut CompletionRing, tok: u64) {
+        if self.closing && !self.close_queued && self.recv.is_none() && self.send.is_none() {
+            self.close_queued = true;
+            ring.close(self.fd, tok);
+        }
+    }
+
+    /// Open: not closing, not yet free.
+    fn open(&self) -> bool {
+        self.fd >= 0 && !self.closing
+    }
+}
+
+struct Client {
+    sock: Sock,
+    /// Bytes received and not yet used: a request head, body bytes for the
+    /// origin, pipelined requests.
+    input: Vec<u8>,
+    /// Bytes for the client not yet handed to a send.
+    out: Vec<u8>,
+    origin: Option<usize>,
+    exchange: bool,
+    ex: Exchange,
+    /// The exchange waits for a descriptor to connect to the origin (quirk g).
+    waiting: bool,
+    /// Close once the output is out and no exchange is under way.
+    close_after: bool,
+    /// Close with a lingering close (`linger.rs`) after an error reply.
+    linger_after: bool,
+    lingering: bool,
+    /// The request head as sent to the origin (kept for a retry).
+    sent_head: Vec<u8>,
+    retried: bool,
+    deadline: Instant,
+    /// Exchanges finished on this connection (saturating).
+    exchanges: u32,
+    /// When this client last had a completion (quirk g's "in use").
+    last_active: Instant,
+}
+
+struct Origin {
+    sock: Sock,
+    input: Vec<u8>,
+    out: Vec<u8>,
+    reused: bool,
+    client: Option<usize>,
+}
+
+/// The proxy's state on one thread.
+pub(crate) struct CompletionRelay {
+    cfg: ProxyConfig,
+    ring: CompletionRing,
+    listener: Option<OwnedFd>,
+    accept: Option<OpId>,
+    accept_waiting: bool,
+    descriptor_freed: bool,
+    stop: Arc<AtomicBool>,
+    clients: Vec<Client>,
+    free_clients: Vec<usize>,
+    /// Clients whose slot holds a connection (closing ones included).
+    clients_open: usize,
+    origins: Vec<Origin>,
+    free_origins: Vec<usize>,
+    pool: Vec<usize>,
+    /// Clients waiting for a descriptor to reach the origin (quirk g).
+    waiting: Vec<usize>,
+    /// Closes queued and not yet complete (each frees a descriptor).
+    closes_pending: usize,
+    spare: Vec<Vec<u8>>,
+    date: DateCache,
+    now: Instant,
+    stopping: Option<Instant>,
+    sweep: Duration,
+    report: ProxyReport,
+}
+
+/// Spare buffers kept.
+const SPARES: usize = 256;
+
+impl CompletionRelay {
+    /// The relay's state around `listener` (already listening).
+    pub(crate) fn new(
+        cfg: &ProxyConfig,
+        listener: OwnedFd,
+        stop: Arc<AtomicBool>,
+    ) -> io::Result<CompletionRelay> {
+        if cfg.handle_signals {
+            evq_os::signals::stop_on_signals()?;
+        }
+        let sweep = (cfg.idle_timeout.min(cfg.origin_timeout) / 8)
+            .clamp(Duration::from_millis(50), Duration::from_secs(1));
+        Ok(CompletionRelay {
+            cfg: cfg.clone(),
+            ring: CompletionRing::new()?,
+            listener: Some(listener),
+            accept: None,
+            accept_waiting: false,
+            descriptor_freed: false,
+            stop,
+            clients: Vec::new(),
+            free_clients: Vec::new(),
+            clients_open: 0,
+            origins: Vec::new(),
+            free_origins: Vec::new(),
+            pool: Vec::new(),
+            waiting: Vec::new(),
+            closes_pending: 0,
+            spare: Vec::new(),
+            date: DateCache::new(),
+            now: Instant::now(),
+            stopping: None,
+            sweep,
+            report: ProxyReport::default(),
+        })
+    }
+
+    /// Relays until stopped; the counters, and the error that ended the loop
+    /// if one did.
+    pub(crate) fn run(mut self) -> (ProxyReport, io::Result<()>) {
+        let result = self.relay();
+        self.report.io_uring_enters = self.ring.stats().enters;
+        // Descriptors still open close here; the ring cancels their requests
+        // when it drops.
+        for c in &self.clients {
+            if c.sock.fd >= 0 && !c.sock.close_queued {
+                // SAFETY: an open slot's descriptor is ours (accepted, not
+                // closed: its close was never queued).
+                drop(unsafe { OwnedFd::from_raw_fd(c.sock.fd) });
+            }
+        }
+        for o in &self.origins {
+            if o.sock.fd >= 0 && !o.sock.close_queued {
+                // SAFETY: as above, for a connection we opened.
+                drop(unsafe { OwnedFd::from_raw_fd(o.sock.fd) });
+            }
+        }
+        (std::mem::take(&mut self.report), result)
+    }
+
+    fn relay(&mut self) -> io::Result<()> {
+        let lfd = self.listener.as_ref().map_or(-1, |l| {
+            use std::os::fd::AsRawFd;
+            l.as_raw_fd()
+        });
+        self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
+        let mut batch = Completions::with_capacity(256);
+        let mut next_sweep = self.now + self.sweep;
+        loop {
+            let stop = self.stop.load(Ordering::Relaxed)
+                || (self.cfg.handle_signals && evq_os::signals::stop_requested());
+            if stop && self.stopping.is_none() {
+                self.begin_stop();
+            }
+            if let Some(deadline) = self.stopping {
+                if self.clients_open == 0 || self.now >= deadline {
+                    return Ok(());
+                }
+            }
+            let wait = next_sweep
+                .saturating_duration_since(self.now)
+                .min(STOP_POLL);
+            self.ring.get_next_completion(&mut batch, Some(wait))?;
+            self.now = Instant::now();
+            self.date.refresh();
+            for c in batch.iter_mut() {
+                match c.token() {
+                    ACCEPT => self.on_accept(c, lfd),
+                    CANCEL => {}
+                    t => match decode(t) {
+                        Some((Kind::Client, i, g)) if self.clients[i].sock.generation == g => {
+                            self.on_client(i, c);
+                        }
+                        Some((Kind::Origin, o, g)) if self.origins[o].sock.generation == g => {
+                            self.on_origin(o, c);
+                        }
+                        _ => {}
+                    },
+                }
+            }
+            if self.descriptor_freed {
+                self.descriptor_freed = false;
+                self.retry_waiting();
+                if self.accept_waiting && self.stopping.is_none() {
+                    self.accept_waiting = false;
+                    self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
+                }
+            }
+            if self.now >= next_sweep {
+                if self.accept_waiting && self.stopping.is_none() {
+                    // No close came; try again now and then.
+                    self.accept_waiting = false;
+                    self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
+                }
+                self.sweep_deadlines();
+                let every = if self.stopping.is_some() {
+                    self.sweep.min(Duration::from_millis(100))
+                } else {
+                    self.sweep
+                };
+                next_sweep = self.now + every;
+            }
+        }
+    }
+
+    fn on_accept(&mut self, c: &Completion, lfd: RawFd) {
+        if !c.more() && self.accept == Some(c.op()) {
+            self.accept = None;
+        }
+        match c.accepted_fd() {
+            Some(fd) if self.stopping.is_some() => {
+                // SAFETY: the ring handed us this new descriptor.
+                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+            Some(fd) => self.admit(fd),
+            None if c.more() || self.stopping.is_some() => {}
+            None if matches!(
+                c.result().err().and_then(|e| e.raw_os_error()),
+                Some(libc::EMFILE | libc::ENFILE)
+            ) =>
+            {
+                // Quirk g: wait in the listen queue while a descriptor frees.
+                self.report.refused += 1;
+                self.accept_waiting = true;
+                self.reclaim_idle(1);
+            }
+            None if self.accept.is_none() => {
+                self.report.listener_failures += 1;
+                self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
+            }
+            None => {}
+        }
+    }
+
+    fn admit(&mut self, fd: RawFd) {
+        self.report.accepts += 1;
+        self.report.overload.admitted += 1;
+        let i = match self.free_clients.pop() {
+            Some(i) => i,
+            None => {
+                self.clients.push(Client {
+                    sock: Sock::new(-1, 0),
+                    input: Vec::new(),
+                    out: Vec::new(),
+                    origin: None,
+                    exchange: false,
+                    ex: Exchange::default(),
+                    waiting: false,
+                    close_after: false,
+                    linger_after: false,
+                    lingering: false,
+                    sent_head: Vec::new(),
+                    retried: false,
+                    deadline: self.now,
+                    exchanges: 0,
+                    last_active: self.now,
+                });
+                self.clients.len() - 1
+            }
+        };
+        self.clients_open += 1;
+        let c = &mut self.clients[i];
+        c.sock = Sock::new(fd, c.sock.generation);
+        c.origin = None;
+        c.exchange = false;
+        c.ex = Exchange::default();
+        c.waiting = false;
+        c.close_after = false;
+        c.linger_after = false;
+        c.lingering = false;
+        c.retried = false;
+        c.deadline = later(self.now, self.cfg.idle_timeout);
+        c.exchanges = 0;
+        c.last_active = self.now;
+        let tok = token(Kind::Client, i, c.sock.generation);
+        c.sock.sync_recv(&mut self.ring, true, tok);
+    }
+
+    fn client_token(&self, i: usize) -> u64 {
+        token(Kind::Client, i, self.clients[i].sock.generation)
+    }
+
+    fn origin_token(&self, o: usize) -> u64 {
+        token(Kind::Origin, o, self.origins[o].sock.generation)
+    }
+
+    fn on_client(&mut self, i: usize, c: &mut Completion) {
+        self.clients[i].last_active = self.now;
+        match c.kind() {
+            OpKind::Recv => {
+                let cl = &mut self.clients[i];
+                if let (Ok(n), false) = (c.result(), cl.sock.closing) {
+                    if n > 0 && !cl.lingering {
+                        if !cl.exchange && cl.input.is_empty() {
+                            // A request head starts: the idle timeout becomes
+                            // the (same) head timeout.
+                            cl.deadline = later(self.now, self.cfg.idle_timeout);
+                        }
+                        if cl.input.capacity() == 0 {
+                            cl.input = self.spare.pop().unwrap_or_default();
+                        }
+                        cl.input
+                            .extend_from_slice(self.ring.received(c).unwrap_or(&[]));
+                    }
+                }
+                if !c.more() {
+                    cl.sock.recv_ended(c);
+                }
+            }
+            OpKind::Send => {
+                let cl = &mut self.clients[i];
+                cl.sock.send = None;
+                let sent = cl.sock.in_flight;
+                cl.sock.in_flight = 0;
+                if let Some(mut bufs) = c.take_buffers() {
+                    if let Some(mut b) = bufs.pop() {
+                        b.clear();
+                        give(&mut self.spare, b);
+                    }
+                }
+                if c.result().is_err() {
+                    return self.close_client(i);
+                }
+                if cl.exchange && sent > 0 {
+                    // The client reads: the exchange is alive, and its origin
+                    // may have been paused for it (quirk c).
+                    cl.deadline = later(self.now, self.cfg.origin_timeout);
+                    if let Some(o) = cl.origin {
+                        self.sync_origin_recv(o);
+                    }
+                }
+            }
+            OpKind::Close => {
+                self.closes_pending -= 1;
+                self.descriptor_freed = true;
+                let cl = &mut self.clients[i];
+                cl.sock.fd = -1;
+                cl.sock.generation = next_generation(cl.sock.generation);
+                self.free_clients.push(i);
+                self.clients_open -= 1;
+                return;
+            }
+            _ => {}
+        }
+        self.drive_client(i);
+    }
+
+    fn on_origin(&mut self, o: usize, c: &mut Completion) {
+        match c.kind() {
+            OpKind::Recv => {
+                let or = &mut self.origins[o];
+                if let (Ok(n), false) = (c.result(), or.sock.closing) {
+                    if n > 0 {
+                        if or.input.capacity() == 0 {
+                            or.input = self.spare.pop().unwrap_or_default();
+                        }
+                        or.input
+                            .extend_from_slice(self.ring.received(c).unwrap_or(&[]));
+                    }
+                }
+                if !c.more() {
+                    or.sock.recv_ended(c);
+                }
+            }
+            OpKind::Send => {
+                let or = &mut self.origins[o];
+                or.sock.send = None;
+                or.sock.in_flight = 0;
+                if let Some(mut bufs) = c.take_buffers() {
+                    if let Some(mut b) = bufs.pop() {
+                        b.clear();
+                        give(&mut self.spare, b);
+                    }
+                }
+                if c.result().is_err() && !or.sock.closing {
+                    return self.origin_gone(o);
+                }
+            }
+            OpKind::Close => {
+                self.closes_pending -= 1;
+                self.descriptor_freed = true;
+                let or = &mut self.origins[o];
+                or.sock.fd = -1;
+                or.sock.generation = next_generation(or.sock.generation);
+                self.free_origins.push(o);
+                return;
+            }
+            _ => {}
+        }
+        self.drive_origin(o);
+    }
+
+    /// Moves a client's connection on: starts its next exchange, moves its
+    /// request body to the origin, sends what is waiting, closes it when it
+    /// is done, and arms or pauses its recv.
+    fn drive_client(&mut self, i: usize) {
+        let tok = self.client_token(i);
+        let cl = &mut self.clients[i];
+        if cl.sock.closing {
+            return self.finish_client_close(i);
+        }
+        if cl.lingering {
+            cl.input.clear();
+            if cl.sock.input_ended {
+                return self.close_client(i);
+            }
+            cl.sock.sync_recv(&mut self.ring, true, tok);
+            return;
+        }
+        if !cl.exchange && !cl.close_after && !cl.input.is_empty() {
+            self.start_exchange(i);
+            if self.clients[i].sock.closing {
+                return self.finish_client_close(i);
+            }
+        }
+        if let Some(o) = self.clients[i].origin {
+            self.pump_request_body(i, o);
+            self.flush_origin(o);
+        }
+        let cl = &mut self.clients[i];
+        if cl.sock.send.is_none() && !cl.out.is_empty() {
+            let next = self.spare.pop().unwrap_or_default();
+            let out = std::mem::replace(&mut cl.out, next);
+            cl.sock.in_flight = out.len();
+            cl.sock.send = Some(self.ring.send(cl.sock.fd, out, tok));
+        }
+        let cl = &mut self.clients[i];
+        let quiet = cl.sock.send.is_none() && cl.out.is_empty();
+        if cl.sock.input_ended && !cl.exchange && !cl.close_after {
+            // Gone (or half-closed) between exchanges: an unfinished head
+            // is dropped with the connection.
+            cl.close_after = true;
+            cl.linger_after = false;
+        }
+        if cl.sock.input_ended && !cl.sock.eof {
+            // Reset (or failed): nobody is left to answer.
+            return self.close_client(i);
+        }
+        if cl.sock.input_ended && cl.exchange {
+            // Half-closed after its request: still owed the response.
+            cl.close_after = true;
+        }
+        if cl.close_after && !cl.exchange && quiet {
+            if !cl.linger_after || cl.sock.input_ended {
+                return self.close_client(i);
+            }
+            // The error reply is out: shut our side, drop what the client
+            // still sends, close when it is done or the time is up.
+            cl.lingering = true;
+            cl.input.clear();
+            linger::begin(cl.sock.fd);
+            cl.deadline = later(self.now, linger::LINGER);
+            cl.sock.sync_recv(&mut self.ring, true, tok);
+            return;
+        }
+        let pause_at = INPUT_PAUSE.max(self.cfg.limits.max_head);
+        let want = cl.input.len() < pause_at && (cl.exchange || !cl.close_after);
+        cl.sock.sync_recv(&mut self.ring, want, tok);
+        self.park(i);
+    }
+
+    /// An idle client holds no buffer (as in the readiness relay).
+    fn park(&mut self, i: usize) {
+        let cl = &mut self.clients[i];
+        if cl.exchange || cl.sock.closing || !cl.input.is_empty() || !cl.out.is_empty() {
+            return;
+        }
+        for b in [
+            std::mem::take(&mut cl.input),
+            std::mem::take(&mut cl.out),
+            std::mem::take(&mut cl.sent_head),
+        ] {
+            give(&mut self.spare, b);
+        }
+    }
+
+    /// Reads a request head, and starts its exchange or refuses it.
+    fn start_exchange(&mut self, i: usize) {
+        let max_head = self.cfg.limits.max_head;
+        let stopping = self.stopping.is_some();
+        let cl = &mut self.clients[i];
+        if cl.sent_head.capacity() == 0 {
+            cl.sent_head = self.spare.pop().unwrap_or_default();
+        }
+        let head = &cl.input[..cl.input.len().min(max_head)];
+        let full = cl.input.len() >= max_head;
+        let head_len = match cl.ex.begin(head, full, stopping, &mut cl.sent_head) {
+            Begin::Incomplete => return,
+            Begin::Malformed(status) => {
+                self.report.bad_requests += 1;
+                return self.fail_exchange(i, status);
+            }
+            Begin::Refused(status) => {
+                self.report.requests += 1;
+                self.report.bad_requests += 1;
+                return self.fail_exchange(i, status);
+            }
+            Begin::Started(n) => n,
+        };
+        self.report.requests += 1;
+        spend_cpu(self.cfg.work);
+        let cl = &mut self.clients[i];
+        cl.input.drain(..head_len);
+        cl.retried = false;
+        cl.exchange = true;
+        cl.deadline = later(self.now, self.cfg.origin_timeout);
+        let o = match self.pooled_origin() {
+            Some(o) => {
+                self.report.origin_reuses += 1;
+                self.origins[o].reused = true;
+                o
+            }
+            None => match self.connect_origin() {
+                Ok(o) => o,
+                Err(e) => return self.no_origin(i, &e),
+            },
+        };
+        self.link(i, o);
+    }
+
+    /// A connect to the origin failed: out of descriptors, the exchange waits
+    /// while one is freed (quirk g); otherwise a 502.
+    fn no_origin(&mut self, i: usize, e: &io::Error) {
+        let emfile = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+        if emfile && (self.reclaim_idle(1) > 0 || self.closes_pending > 0) {
+            self.clients[i].waiting = true;
+            self.waiting.push(i);
+            return;
+        }
+        self.report.bad_gateway += 1;
+        self.fail_exchange(i, 502);
+    }
+
+    /// Exchanges that waited for a descriptor try again (one came back).
+    fn retry_waiting(&mut self) {
+        for i in std::mem::take(&mut self.waiting) {
+            let cl = &mut self.clients[i];
+            if !cl.waiting || !cl.sock.open() {
+                continue;
+            }
+            cl.waiting = false;
+            match self.connect_origin() {
+                Ok(o) => {
+                    self.link(i, o);
+                    self.drive_client(i);
+                }
+                Err(e) => {
+                    self.no_origin(i, &e);
+                    if !self.clients[i].waiting {
+                        self.drive_client(i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives the exchange of client `i` origin connection `o`, and sends the
+    /// request head (and what of the body is here).
+    fn link(&mut self, i: usize, o: usize) {
+        self.clients[i].origin = Some(o);
+        let or = &mut self.origins[o];
+        or.client = Some(i);
+        if or.out.capacity() == 0 {
+            or.out = self.spare.pop().unwrap_or_default();
+        }
+        or.out.extend_from_slice(&self.clients[i].sent_head);
+        self.pump_request_body(i, o);
+        self.flush_origin(o);
+    }
+
+    /// Moves buffered request-body bytes to the origin's output.
+    fn pump_request_body(&mut self, i: usize, o: usize) {
+        let cl = &mut self.clients[i];
+        let or = &mut self.origins[o];
+        if or.out.len() >= HIGH_WATER {
+            return;
+        }
+        match cl.ex.pump_body(&cl.input, &mut or.out) {
+            Ok(n) => {
+                cl.input.drain(..n);
+            }
+            Err(()) => {
+                self.report.bad_requests += 1;
+                self.fail_exchange(i, 400);
+            }
+        }
+    }
+
+    /// Sends the origin's output if no send is in flight.
+    fn flush_origin(&mut self, o: usize) {
+        let tok = self.origin_token(o);
+        let or = &mut self.origins[o];
+        if or.sock.send.is_none() && !or.out.is_empty() && or.sock.open() {
+            let next = self.spare.pop().unwrap_or_default();
+            let out = std::mem::replace(&mut or.out, next);
+            or.sock.in_flight = out.len();
+            or.sock.send = Some(self.ring.send(or.sock.fd, out, tok));
+        }
+    }
+
+    /// The origin's recv runs while its client can take more of the response
+    /// (or, pooled, always: quirk d).
+    fn sync_origin_recv(&mut self, o: usize) {
+        let tok = self.origin_token(o);
+        let want = match self.origins[o].client {
+            None => true,
+            Some(i) => self.clients[i].out.len() < HIGH_WATER,
+        };
+        self.origins[o].sock.sync_recv(&mut self.ring, want, tok);
+    }
+
+    /// Moves an origin connection on: relays what it sent, notices its end.
+    fn drive_origin(&mut self, o: usize) {
+        if self.origins[o].sock.closing {
+            return self.finish_origin_close(o);
+        }
+        let Some(i) = self.origins[o].client else {
+            // Pooled (quirk d): anything it delivers closes it.
+            let or = &self.origins[o];
+            if !or.input.is_empty() || or.sock.input_ended {
+                self.close_origin(o);
+            }
+            return;
+        };
+        if !self.origins[o].input.is_empty() {
+            let stopping = self.stopping.is_some();
+            let or = &mut self.origins[o];
+            let cl = &mut self.clients[i];
+            cl.deadline = later(self.now, self.cfg.origin_timeout);
+            let full = !cl.ex.resp_head && or.input.len() >= ORIGIN_HEAD;
+            let (used, step) = cl.ex.relay_response(&or.input, full, stopping, &mut cl.out);
+            or.input.drain(..used);
+            match step {
+                Step::More => {}
+                Step::Done => return self.finish_exchange(o, i),
+                Step::BadHead | Step::BadBody => {
+                    if step == Step::BadHead {
+                        self.report.bad_gateway += 1;
+                    }
+                    self.fail_exchange(i, 502);
+                    return self.drive_client(i);
+                }
+            }
+        }
+        if self.origins[o].sock.input_ended {
+            return self.origin_gone(o);
+        }
+        self.flush_origin(o);
+        self.sync_origin_recv(o);
+        self.drive_client(i);
+    }
+
+    /// The origin closed or failed. Ends, retries or fails the exchange.
+    fn origin_gone(&mut self, o: usize) {
+        let Some(i) = self.origins[o].client else {
+            return self.close_origin(o);
+        };
+        let or = &self.origins[o];
+        let (reused, eof) = (or.reused, or.sock.eof);
+        let nothing_back = or.input.is_empty() && !self.clients[i].ex.resp_head;
+        self.close_origin(o);
+        self.clients[i].origin = None;
+        let cl = &mut self.clients[i];
+        if cl.ex.resp_head && cl.ex.resp_body == Framing::UntilClose && eof {
+            // The body ran until close: complete. The client must close too,
+            // since nothing else can tell it where the body ended.
+            cl.ex.resp_body = Framing::Done;
+            cl.exchange = false;
+            cl.close_after = true;
+            self.report.relayed += 1;
+        } else if reused && nothing_back && !cl.retried && cl.ex.retryable {
+            // A pooled connection the origin closed as the request went out:
+            // an idempotent request without a body goes again, once (RFC 9110
+            // §9.2.2; `proxy.rs`).
+            self.report.retries += 1;
+            match self.connect_origin() {
+                Ok(n) => {
+                    self.clients[i].retried = true;
+                    self.link(i, n);
+                }
+                Err(_) => {
+                    self.report.bad_gateway += 1;
+                    self.fail_exchange(i, 502);
+                }
+            }
+        } else {
+            if !cl.ex.forwarded {
+                self.report.bad_gateway += 1;
+            }
+            self.fail_exchange(i, 502);
+        }
+        self.drive_client(i);
+    }
+
+    fn finish_exchange(&mut self, o: usize, i: usize) {
+        self.report.relayed += 1;
+        let cl = &mut self.clients[i];
+        cl.exchange = false;
+        cl.exchanges = cl.exchanges.saturating_add(1);
+        cl.origin = None;
+        if !cl.ex.keep_alive {
+            cl.close_after = true;
+        }
+        let reusable = cl.ex.origin_reusable;
+        // Stopping, an idle client waits `STOP_IDLE_WAIT` at most.
+        let idle = match self.stopping {
+            Some(_) => self.cfg.idle_timeout.min(sys::STOP_IDLE_WAIT),
+            None => self.cfg.idle_timeout,
+        };
+        cl.deadline = later(self.now, idle);
+        let or = &mut self.origins[o];
+        if reusable
+            && or.input.is_empty()
+            && or.out.is_empty()
+            && or.sock.send.is_none()
+            && !or.sock.input_ended
+            && self.stopping.is_none()
+            && self.pool.len() < self.cfg.pool_size
+        {
+            or.client = None;
+            give(&mut self.spare, std::mem::take(&mut or.input));
+            give(&mut self.spare, std::mem::take(&mut or.out));
+            self.pool.push(o);
+            self.sync_origin_recv(o);
+        } else {
+            self.close_origin(o);
+        }
+        self.drive_client(i);
+    }
+
+    /// Ends the exchange with an error status (or just a close when part of
+    /// the response already went out).
+    fn fail_exchange(&mut self, i: usize, status: u16) {
+        if let Some(o) = self.clients[i].origin.take() {
+            self.close_origin(o);
+        }
+        let cl = &mut self.clients[i];
+        cl.waiting = false;
+        if !(cl.exchange && cl.ex.forwarded) {
+            if cl.out.capacity() == 0 {
+                cl.out = self.spare.pop().unwrap_or_default();
+            }
+            write_error(&mut cl.out, status, self.date.text(), "");
+            cl.linger_after = !cl.sock.input_ended;
+        }
+        cl.exchange = false;
+        cl.close_after = true;
+        cl.input.clear();
+    }
+
+    /// An idle pooled origin connection that still looks open (quirk d).
+    fn pooled_origin(&mut self) -> Option<usize> {
+        while let Some(o) = self.pool.pop() {
+            let or = &self.origins[o];
+            if or.sock.open() && !or.sock.input_ended && still_open(or.sock.fd) {
+                return Some(o);
+            }
+            self.report.stale_pooled += 1;
+            self.close_origin(o);
+        }
+        None
+    }
+
+    /// A new connection to the origin, its recv armed (quirk e).
+    fn connect_origin(&mut self) -> io::Result<usize> {
+        let fd = evq_os::connect(self.cfg.origin, evq_os::LocalBind::Kernel, true)?.into_raw_fd();
+        self.report.origin_connects += 1;
+        let o = match self.free_origins.pop() {
+            Some(o) => o,
+            None => {
+                self.origins.push(Origin {
+                    sock: Sock::new(-1, 0),
+                    input: Vec::new(),
+                    out: Vec::new(),
+                    reused: false,
+                    client: None,
+                });
+                self.origins.len() - 1
+            }
+        };
+        let or = &mut self.origins[o];
+        or.sock = Sock::new(fd, or.sock.generation);
+        or.reused = false;
+        or.client = None;
+        or.input.clear();
+        or.out.clear();
+        let tok = self.origin_token(o);
+        self.origins[o].sock.sync_recv(&mut self.ring, true, tok);
+        Ok(o)
+    }
+
+    fn close_client(&mut self, i: usize) {
+        if let Some(o) = self.clients[i].origin.take() {
+            self.close_origin(o);
+        }
+        let cl = &mut self.clients[i];
+        if cl.sock.closing || cl.sock.fd < 0 {
+            return;
+        }
+        cl.waiting = false;
+        cl.exchange = false;
+        cl.sock.begin_close(&mut self.ring);
+        cl.input.clear();
+        cl.out.clear();
+        self.finish_client_close(i);
+    }
+
+    fn finish_client_close(&mut self, i: usize) {
+        let tok = self.client_token(i);
+        let cl = &mut self.clients[i];
+        let queued = cl.sock.close_queued;
+        cl.sock.finish_close(&mut self.ring, tok);
+        if !queued && cl.sock.close_queued {
+            self.closes_pending += 1;
+            for b in [
+                std::mem::take(&mut cl.input),
+                std::mem::take(&mut cl.out),
+                std::mem::take(&mut cl.sent_head),
+            ] {
+                give(&mut self.spare, b);
+            }
+        }
+    }
+
+    fn close_origin(&mut self, o: usize) {
+        let or = &mut self.origins[o];
+        if or.sock.closing || or.sock.fd < 0 {
+            return;
+        }
+        or.client = None;
+        or.sock.begin_close(&mut self.ring);
+        or.input.clear();
+        or.out.clear();
+        self.pool.retain(|&p| p != o);
+        self.finish_origin_close(o);
+    }
+
+    fn finish_origin_close(&mut self, o: usize) {
+        let tok = self.origin_token(o);
+        let or = &mut self.origins[o];
+        let queued = or.sock.close_queued;
+        or.sock.finish_close(&mut self.ring, tok);
+        if !queued && or.sock.close_queued {
+            self.closes_pending += 1;
+            give(&mut self.spare, std::mem::take(&mut or.input));
+            give(&mut self.spare, std::mem::take(&mut or.out));
+        }
+    }
+
+    /// A graceful stop: the accept is cancelled (the listening socket closes
+    /// when the cancel completes, so a new client is refused), pooled origin
+    /// connections close, idle clients close after `STOP_IDLE_WAIT` unless a
+    /// request comes first, and exchanges in flight go on for up to the grace
+    /// period, their responses saying `Connection: close`.
+    fn begin_stop(&mut self) {
+        self.stopping = Some(later(self.now, self.cfg.grace));
+        if let Some(id) = self.accept.take() {
+            self.ring.cancel(id, CANCEL);
+        }
+        self.accept_waiting = false;
+        drop(self.listener.take());
+        let idle_until = later(self.now, self.cfg.grace.min(sys::STOP_IDLE_WAIT));
+        for i in 0..self.clients.len() {
+            let cl = &mut self.clients[i];
+            if !cl.sock.open() {
+                continue;
+            }
+            // A response whose head already went out said keep-alive: the
+            // client may send its next request as soon as it has the body.
+            if !(cl.exchange && cl.ex.resp_head) {
+                cl.ex.keep_alive = false;
+            }
+            let idle = !cl.exchange && cl.input.is_empty() && cl.out.is_empty();
+            if idle && cl.sock.send.is_none() && !cl.close_after {
+                if self.cfg.grace.is_zero() {
+                    self.close_client(i);
+                } else {
+                    cl.deadline = cl.deadline.min(idle_until);
+                }
+            }
+        }
+        for o in std::mem::take(&mut self.pool) {
+            self.close_origin(o);
+        }
+    }
+
+    /// Answers 504 to exchanges past their deadline that have had no response
+    /// yet, and closes every other client past its deadline (quirk f).
+    fn sweep_deadlines(&mut self) {
+        for i in 0..self.clients.len() {
+            let cl = &self.clients[i];
+            if !cl.sock.open() || cl.deadline > self.now {
+                continue;
+            }
+            if cl.exchange && !cl.ex.forwarded {
+                self.report.gateway_timeout += 1;
+                self.fail_exchange(i, 504);
+                // The 504 gets the linger's time to go out.
+                self.clients[i].deadline = later(self.now, linger::LINGER);
+                self.drive_client(i);
+            } else {
+                self.close_client(i);
+            }
+        }
+    }
+
+    /// Closes up to `n` idle descriptors for room (quirk g), in the readiness
+    /// relay's order: clients answered once, oldest first; then pooled origin
+    /// connections, longest idle first; then keep-alive clients in use that
+    /// have been quiet for a second. Returns how many it closed.
+    fn reclaim_idle(&mut self, n: usize) -> usize {
+        let quiet_since = self.now.checked_sub(RECENTLY_ACTIVE);
+        let mut idle: Vec<_> = (0..self.clients.len())
+            .filter(|&i| {
+                let cl = &self.clients[i];
+                cl.sock.open()
+                    && !cl.exchange
+                    && !cl.close_after
+                    && !cl.lingering
+                    && cl.input.is_empty()
+                    && cl.out.is_empty()
+                    && cl.sock.send.is_none()
+                    && cl.exchanges > 0
+                    && (cl.exchanges == 1 || quiet_since.is_some_and(|q| cl.last_active <= q))
+            })
+            .map(|i| {
+                (
+                    self.clients[i].exchanges > 1,
+                    self.clients[i].last_active,
+                    i,
+                )
+            })
+            .collect();
+        idle.sort_unstable();
+        let singles = idle.iter().take_while(|(in_use, ..)| !in_use).count();
+        let mut closed = 0;
+        for &(_, _, i) in idle[..singles].iter().take(n) {
+            self.close_client(i);
+            closed += 1;
+        }
+        // The pool is a stack: its bottom is the longest idle.
+        let from_pool = (n - closed).min(self.pool.len());
+        for o in self.pool.drain(..from_pool).collect::<Vec<_>>() {
+            self.close_origin(o);
+        }
+        closed += from_pool;
+        for &(_, _, i) in idle[singles..].iter().take(n - closed) {
+            self.close_client(i);
+            closed += 1;
+        }
+        self.report.idle_reclaimed += closed as u64;
+        closed
+    }
+}
+
+/// Keeps `b` as a spare buffer if it has room and there are not too many.
+fn give(spare: &mut Vec<Vec<u8>>, mut b: Vec<u8>) {
+    if b.capacity() > 0 && b.capacity() <= 4 * HIGH_WATER && spare.len() < SPARES {
+        b.clear();
+        spare.push(b);
+    }
+}
