@@ -44,8 +44,13 @@
 //!    room in the readiness relay's order (`relay/reclaim.rs`), and goes again
 //!    when a close completes. A connect to the origin that meets `EMFILE` makes
 //!    room the same way and its exchange waits for the descriptor (up to the
-//!    origin timeout: then 504); with nothing idle to close it gets a 502 at
-//!    once. A client not answered yet is never closed for room (accepts
+//!    origin timeout: then 504), or takes over the first origin connection
+//!    an exchange finishes with; with nothing to wait for it gets a 502 at
+//!    once. Four descriptors are held back from clients (opened on
+//!    `/dev/null`) and given up one at a time to connect to the origin: a
+//!    crowd that takes every other descriptor before its requests arrive
+//!    (the multishot accept takes all the listen queue holds) would otherwise
+//!    leave every one of those requests without a way to the origin. A client not answered yet is never closed for room (accepts
 //!    complete in batches before their requests, so a fresh client's request
 //!    is likely on its way), nor a keep-alive client in use active within the
 //!    last second.
@@ -57,6 +62,7 @@ use crate::date::DateCache;
 use crate::exchange::{Begin, Exchange, Step};
 use crate::linger;
 use crate::overload::OverloadPolicy;
+use crate::relay::reclaim::EXHAUSTED_BATCH;
 use crate::relay::still_open;
 use crate::request::{spend_cpu, write_error};
 use crate::stats::ProxyReport;
@@ -249,6 +255,8 @@ pub(crate) struct CompletionRelay {
     listener: Option<OwnedFd>,
     accept: Option<OpId>,
     accept_waiting: bool,
+    /// When the accept last failed other than for want of descriptors.
+    listener_failed: Option<Instant>,
     descriptor_freed: bool,
     stop: Arc<AtomicBool>,
     clients: Vec<Client>,
@@ -262,6 +270,10 @@ pub(crate) struct CompletionRelay {
     waiting: Vec<usize>,
     /// Closes queued and not yet complete (each frees a descriptor).
     closes_pending: usize,
+    /// An exchange finished this round (its client may be idle now).
+    answered_since: bool,
+    /// Descriptors held for connections to the origin (quirk g).
+    spare_fds: Vec<OwnedFd>,
     spare: Vec<Vec<u8>>,
     date: DateCache,
     now: Instant,
@@ -269,6 +281,11 @@ pub(crate) struct CompletionRelay {
     sweep: Duration,
     report: ProxyReport,
 }
+
+/// Descriptors held back from clients for connections to the origin, so a
+/// crowd of clients that takes every other descriptor cannot leave their
+/// requests with no way to the origin (quirk g).
+const SPARE_FDS: usize = 4;
 
 /// Spare buffers kept.
 const SPARES: usize = 256;
@@ -291,6 +308,7 @@ impl CompletionRelay {
             listener: Some(listener),
             accept: None,
             accept_waiting: false,
+            listener_failed: None,
             descriptor_freed: false,
             stop,
             clients: Vec::new(),
@@ -301,6 +319,8 @@ impl CompletionRelay {
             pool: Vec::new(),
             waiting: Vec::new(),
             closes_pending: 0,
+            answered_since: false,
+            spare_fds: Vec::new(),
             spare: Vec::new(),
             date: DateCache::new(),
             now: Instant::now(),
@@ -338,9 +358,11 @@ impl CompletionRelay {
             use std::os::fd::AsRawFd;
             l.as_raw_fd()
         });
+        self.refill_spare_fds();
         self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
         let mut batch = Completions::with_capacity(256);
         let mut next_sweep = self.now + self.sweep;
+        let mut room = false;
         loop {
             let stop = self.stop.load(Ordering::Relaxed)
                 || (self.cfg.handle_signals && evq_os::signals::stop_requested());
@@ -375,14 +397,27 @@ impl CompletionRelay {
             }
             if self.descriptor_freed {
                 self.descriptor_freed = false;
+                room = true;
                 self.retry_waiting();
-                if self.accept_waiting && self.stopping.is_none() {
-                    self.accept_waiting = false;
-                    self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
-                }
+                self.refill_spare_fds();
+            }
+            // The accept waits for room and nothing was idle when it
+            // stopped (a batch accepted before its requests came): clients
+            // answered since can make it.
+            if self.accept_waiting && !room && self.answered_since && self.closes_pending == 0 {
+                self.reclaim_idle(EXHAUSTED_BATCH);
+            }
+            self.answered_since = false;
+            // A descriptor came back since the accept stopped, and no
+            // exchange waits for one: accept again.
+            if room && self.accept_waiting && self.stopping.is_none() && self.waiting.is_empty() {
+                room = false;
+                self.accept_waiting = false;
+                self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
             }
             if self.now >= next_sweep {
-                if self.accept_waiting && self.stopping.is_none() {
+                self.retry_waiting();
+                if self.accept_waiting && self.stopping.is_none() && self.waiting.is_empty() {
                     // No close came; try again now and then.
                     self.accept_waiting = false;
                     self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
@@ -409,19 +444,35 @@ impl CompletionRelay {
             }
             Some(fd) => self.admit(fd),
             None if c.more() || self.stopping.is_some() => {}
+            // Our cancel (quirk g: exchanges waiting for a descriptor go first).
+            None if matches!(c.result(), Err(e) if e.raw_os_error() == Some(libc::ECANCELED)) => {}
             None if matches!(
                 c.result().err().and_then(|e| e.raw_os_error()),
                 Some(libc::EMFILE | libc::ENFILE)
             ) =>
             {
-                // Quirk g: wait in the listen queue while a descriptor frees.
+                // Quirk g: wait in the listen queue while descriptors free,
+                // a batch of them, so the clients queued behind this one do
+                // not each wait a round for one.
                 self.report.refused += 1;
                 self.accept_waiting = true;
-                self.reclaim_idle(1);
+                self.reclaim_idle(EXHAUSTED_BATCH);
             }
             None if self.accept.is_none() => {
+                // The accept failed: once, it goes again at once (a passing
+                // error); again within a sweep, the listening socket itself
+                // failed (shut down, say), and accepting at once would fail
+                // round after round: it waits for the next close or sweep.
                 self.report.listener_failures += 1;
-                self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
+                let again = self
+                    .listener_failed
+                    .is_some_and(|t| self.now.duration_since(t) < self.sweep);
+                self.listener_failed = Some(self.now);
+                if again {
+                    self.accept_waiting = true;
+                } else {
+                    self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
+                }
             }
             None => {}
         }
@@ -429,6 +480,9 @@ impl CompletionRelay {
 
     fn admit(&mut self, fd: RawFd) {
         self.report.accepts += 1;
+        // As the readiness intake: a response relayed in pieces (a head, then
+        // its body) must not wait on Nagle for the client's delayed ACK.
+        let _ = evq_os::socket::set_nodelay(fd);
         self.report.overload.admitted += 1;
         let i = match self.free_clients.pop() {
             Some(i) => i,
@@ -717,13 +771,41 @@ impl CompletionRelay {
     /// while one is freed (quirk g); otherwise a 502.
     fn no_origin(&mut self, i: usize, e: &io::Error) {
         let emfile = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
-        if emfile && (self.reclaim_idle(1) > 0 || self.closes_pending > 0) {
+        // Something will free a descriptor or hand over a connection: an idle
+        // one closed for room, a close under way, or an exchange that will
+        // give its origin connection to the first waiting (`finish_exchange`).
+        let busy = |r: &Self| {
+            r.origins
+                .iter()
+                .any(|o| o.sock.open() && o.client.is_some())
+        };
+        if emfile && (self.reclaim_idle(1) > 0 || self.closes_pending > 0 || busy(self)) {
             self.clients[i].waiting = true;
             self.waiting.push(i);
+            // The descriptors freed go to exchanges under way before new
+            // clients: the accept waits until none is waiting.
+            if let Some(id) = self.accept.take() {
+                self.ring.cancel(id, CANCEL);
+                self.accept_waiting = self.stopping.is_none();
+            }
             return;
         }
         self.report.bad_gateway += 1;
         self.fail_exchange(i, 502);
+    }
+
+    /// The first exchange still waiting for an origin connection, taken off
+    /// the queue.
+    fn next_waiting(&mut self) -> Option<usize> {
+        while !self.waiting.is_empty() {
+            let i = self.waiting.remove(0);
+            let cl = &mut self.clients[i];
+            if cl.waiting && cl.sock.open() {
+                cl.waiting = false;
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// Exchanges that waited for a descriptor try again (one came back).
@@ -734,6 +816,13 @@ impl CompletionRelay {
                 continue;
             }
             cl.waiting = false;
+            if let Some(o) = self.pooled_origin() {
+                self.report.origin_reuses += 1;
+                self.origins[o].reused = true;
+                self.link(i, o);
+                self.drive_client(i);
+                continue;
+            }
             match self.connect_origin() {
                 Ok(o) => {
                     self.link(i, o);
@@ -889,6 +978,7 @@ impl CompletionRelay {
 
     fn finish_exchange(&mut self, o: usize, i: usize) {
         self.report.relayed += 1;
+        self.answered_since = true;
         let cl = &mut self.clients[i];
         cl.exchange = false;
         cl.exchanges = cl.exchanges.saturating_add(1);
@@ -915,8 +1005,20 @@ impl CompletionRelay {
             or.client = None;
             give(&mut self.spare, std::mem::take(&mut or.input));
             give(&mut self.spare, std::mem::take(&mut or.out));
-            self.pool.push(o);
-            self.sync_origin_recv(o);
+            match self.next_waiting() {
+                // Out of descriptors, an exchange waits: it takes this
+                // connection now (quirk g).
+                Some(w) => {
+                    self.report.origin_reuses += 1;
+                    self.origins[o].reused = true;
+                    self.link(w, o);
+                    self.drive_client(w);
+                }
+                None => {
+                    self.pool.push(o);
+                    self.sync_origin_recv(o);
+                }
+            }
         } else {
             self.close_origin(o);
         }
@@ -956,9 +1058,34 @@ impl CompletionRelay {
         None
     }
 
-    /// A new connection to the origin, its recv armed (quirk e).
+    /// Holds [`SPARE_FDS`] descriptors (quirk g), as far as there are any.
+    fn refill_spare_fds(&mut self) {
+        while self.spare_fds.len() < SPARE_FDS {
+            match std::fs::File::open("/dev/null") {
+                Ok(f) => self.spare_fds.push(f.into()),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// A new connection to the origin, its recv armed (quirk e). Out of
+    /// descriptors, a spare one is given up for it (quirk g).
     fn connect_origin(&mut self) -> io::Result<usize> {
-        let fd = evq_os::connect(self.cfg.origin, evq_os::LocalBind::Kernel, true)?.into_raw_fd();
+        let origin = self.cfg.origin;
+        let connect = || evq_os::connect(origin, evq_os::LocalBind::Kernel, true);
+        let fd = match connect() {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                match self.spare_fds.pop() {
+                    Some(spare) => {
+                        drop(spare);
+                        connect()?
+                    }
+                    None => return Err(e),
+                }
+            }
+            other => other?,
+        }
+        .into_raw_fd();
         self.report.origin_connects += 1;
         let o = match self.free_origins.pop() {
             Some(o) => o,
@@ -989,14 +1116,18 @@ impl CompletionRelay {
             self.close_origin(o);
         }
         let cl = &mut self.clients[i];
-        if cl.sock.closing || cl.sock.fd < 0 {
+        if cl.sock.fd < 0 {
             return;
         }
-        cl.waiting = false;
-        cl.exchange = false;
-        cl.sock.begin_close(&mut self.ring);
-        cl.input.clear();
-        cl.out.clear();
+        if !cl.sock.closing {
+            cl.waiting = false;
+            cl.exchange = false;
+            cl.sock.begin_close(&mut self.ring);
+            cl.input.clear();
+            cl.out.clear();
+        }
+        // Called again on a closing connection (a completion that ended its
+        // last request), it queues the close: never a descriptor left open.
         self.finish_client_close(i);
     }
 
@@ -1019,14 +1150,16 @@ impl CompletionRelay {
 
     fn close_origin(&mut self, o: usize) {
         let or = &mut self.origins[o];
-        if or.sock.closing || or.sock.fd < 0 {
+        if or.sock.fd < 0 {
             return;
         }
-        or.client = None;
-        or.sock.begin_close(&mut self.ring);
-        or.input.clear();
-        or.out.clear();
-        self.pool.retain(|&p| p != o);
+        if !or.sock.closing {
+            or.client = None;
+            or.sock.begin_close(&mut self.ring);
+            or.input.clear();
+            or.out.clear();
+            self.pool.retain(|&p| p != o);
+        }
         self.finish_origin_close(o);
     }
 

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-mod reclaim;
+pub(crate) mod reclaim;
 
 const HIGH_WATER: usize = 64 * 1024;
 const ORIGIN_BUF: usize = 16 * 1024;

@@ -34,7 +34,9 @@ fn start<'a>(
         Target::Serve | Target::ServeCompletion => {
             Trial::serve(cfg, target, fault, injected, flags, Limits::default())
         }
-        Target::Proxy | Target::Load => Trial::proxy(cfg, fault, injected, flags),
+        Target::Proxy | Target::ProxyCompletion | Target::Load => {
+            Trial::proxy(cfg, target, fault, injected, flags)
+        }
     }
 }
 
@@ -43,7 +45,7 @@ fn start<'a>(
 fn big_path(target: Target) -> String {
     match target {
         Target::Serve | Target::ServeCompletion => "/big".into(),
-        Target::Proxy | Target::Load => format!("/big?n={BIG_BYTES}"),
+        Target::Proxy | Target::ProxyCompletion | Target::Load => format!("/big?n={BIG_BYTES}"),
     }
 }
 
@@ -187,7 +189,7 @@ pub(crate) fn vanish(cfg: &SuiteConfig, target: Target) -> FaultRow {
         Target::Serve | Target::ServeCompletion => {
             vec!["--header-timeout", &h, "--idle-timeout", &i]
         }
-        Target::Proxy | Target::Load => vec!["--idle-timeout", &i],
+        Target::Proxy | Target::ProxyCompletion | Target::Load => vec!["--idle-timeout", &i],
     };
     let trial = match start(cfg, target, "vanish", injected, &flags) {
         Ok(t) => t,
@@ -388,7 +390,7 @@ pub(crate) fn huge_headers(cfg: &SuiteConfig, target: Target) -> FaultRow {
             t.get("2xx to a 1 MiB head") + t.get("no answer within 10 s") == 0,
             t.describe(),
         ));
-            if target == Target::Proxy {
+            if matches!(target, Target::Proxy | Target::ProxyCompletion) {
                 trial.check(
                     Check::new(
                         "the proxy answers an oversized head with 431, not a reset",

@@ -173,7 +173,7 @@ pub(crate) fn descriptor_exhaustion(cfg: &SuiteConfig, target: Target) -> FaultR
         Target::Serve | Target::ServeCompletion => {
             Trial::serve(cfg, target, fault, injected, &[], limits)
         }
-        _ => Trial::proxy_limited(cfg, fault, injected, &[], limits),
+        _ => Trial::proxy_limited(cfg, target, fault, injected, &[], limits),
     };
     let mut trial = match started {
         Ok(t) => t,

@@ -32,17 +32,21 @@ pub enum Target {
     ServeCompletion,
     /// `evq proxy` in front of the scripted origin.
     Proxy,
+    /// `evq proxy --io completion`: the proxy on io_uring completions, under
+    /// the same faults.
+    ProxyCompletion,
     /// `evq load` against the scripted origin.
     Load,
 }
 
 impl Target {
-    /// `serve`, `serve-completion`, `proxy`, `load`.
+    /// `serve`, `serve-completion`, `proxy`, `proxy-completion`, `load`.
     pub fn name(self) -> &'static str {
         match self {
             Target::Serve => "serve",
             Target::ServeCompletion => "serve-completion",
             Target::Proxy => "proxy",
+            Target::ProxyCompletion => "proxy-completion",
             Target::Load => "load",
         }
     }
@@ -192,6 +196,13 @@ pub fn faults() -> Vec<Fault> {
     all.push(f("file-truncated", t, truncated));
     all.push(f("file-replaced", t, replaced));
     all.push(f("file-removed", t, removed));
+    // The proxy on completions, under every proxy fault.
+    let t = Target::ProxyCompletion;
+    all.extend(client_faults(t));
+    all.push(f("descriptor-exhaustion", t, exhaustion));
+    all.push(f("origin-crash-restart", t, origin_faults::crash_restart));
+    all.push(f("origin-stall", t, origin_faults::stall));
+    all.push(f("origin-garbage", t, origin_faults::garbage));
     all
 }
 

@@ -26,11 +26,11 @@ const ORIGIN_TIMEOUT_S: u64 = 2;
 /// The origin crashes while the live clients run; after a window it restarts
 /// on the same port. The row's "under fault" throughput is the window after
 /// the restart: the clients must get their throughput back.
-pub(crate) fn crash_restart(cfg: &SuiteConfig, _: Target) -> FaultRow {
+pub(crate) fn crash_restart(cfg: &SuiteConfig, target: Target) -> FaultRow {
     let injected = "the origin is killed (SIGKILL) while the live clients run, stays down for a window, and a new origin process starts on the same port; throughput compared before the crash and after the restart".to_string();
-    let mut trial = match Trial::proxy(cfg, "origin-crash-restart", injected, &[]) {
+    let mut trial = match Trial::proxy(cfg, target, "origin-crash-restart", injected, &[]) {
         Ok(t) => t,
-        Err(e) => return super::not_run(Target::Proxy, "origin-crash-restart", e),
+        Err(e) => return super::not_run(target, "origin-crash-restart", e),
     };
     if let Err(e) = trial.baseline(&[]) {
         trial.row.error = Some(e.to_string());
@@ -108,7 +108,7 @@ pub(crate) fn crash_restart(cfg: &SuiteConfig, _: Target) -> FaultRow {
 
 /// Hostile clients ask for `/stall`: the origin reads the request and never
 /// answers. Each must get a 504 after `--origin-timeout`.
-pub(crate) fn stall(cfg: &SuiteConfig, _: Target) -> FaultRow {
+pub(crate) fn stall(cfg: &SuiteConfig, target: Target) -> FaultRow {
     let threads = cfg.size.pick(4, 16);
     let injected = format!(
         "{threads} clients at a time ask for a path the origin reads and never answers (--origin-timeout {ORIGIN_TIMEOUT_S})"
@@ -116,12 +116,13 @@ pub(crate) fn stall(cfg: &SuiteConfig, _: Target) -> FaultRow {
     let timeout = ORIGIN_TIMEOUT_S.to_string();
     let trial = match Trial::proxy(
         cfg,
+        target,
         "origin-stall",
         injected,
         &["--origin-timeout", &timeout],
     ) {
         Ok(t) => t,
-        Err(e) => return super::not_run(Target::Proxy, "origin-stall", e),
+        Err(e) => return super::not_run(target, "origin-stall", e),
     };
     let addr = trial.addr();
     let fault = Repeat::new(threads, Duration::from_millis(100), move |t| {
@@ -209,14 +210,14 @@ fn garbage_outcome(
 }
 
 /// Hostile clients ask for paths the origin answers with garbage.
-pub(crate) fn garbage(cfg: &SuiteConfig, _: Target) -> FaultRow {
+pub(crate) fn garbage(cfg: &SuiteConfig, target: Target) -> FaultRow {
     let rate = cfg.size.pick(20.0, 50.0);
     let injected = format!(
         "{rate:.0}/s clients ask for paths the origin answers with garbage: a bad chunk size mid-body, a head that is not HTTP, a second unrequested response, a reset, a close"
     );
-    let trial = match Trial::proxy(cfg, "origin-garbage", injected, &[]) {
+    let trial = match Trial::proxy(cfg, target, "origin-garbage", injected, &[]) {
         Ok(t) => t,
-        Err(e) => return super::not_run(Target::Proxy, "origin-garbage", e),
+        Err(e) => return super::not_run(target, "origin-garbage", e),
     };
     let addr = trial.addr();
     let turn = std::sync::atomic::AtomicUsize::new(0);

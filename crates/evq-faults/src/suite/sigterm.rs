@@ -36,7 +36,9 @@ pub(crate) fn sigterm(cfg: &SuiteConfig, target: Target) -> FaultRow {
             &["--grace", &grace],
             Limits::default(),
         ),
-        Target::Proxy | Target::Load => Trial::proxy(cfg, "sigterm", injected, &[]),
+        Target::Proxy | Target::ProxyCompletion | Target::Load => {
+            Trial::proxy(cfg, target, "sigterm", injected, &[])
+        }
     };
     let mut trial = match trial {
         Ok(t) => t,
@@ -44,7 +46,7 @@ pub(crate) fn sigterm(cfg: &SuiteConfig, target: Target) -> FaultRow {
     };
     let big = match target {
         Target::Serve | Target::ServeCompletion => "/big".to_string(),
-        Target::Proxy | Target::Load => format!("/big?n={BIG_BYTES}"),
+        Target::Proxy | Target::ProxyCompletion | Target::Load => format!("/big?n={BIG_BYTES}"),
     };
     if let Err(e) = trial.baseline(&[&big]) {
         trial.row.error = Some(e.to_string());

@@ -164,18 +164,22 @@ impl<'a> Trial<'a> {
     /// The scripted origin (`evq faults --origin`) and `evq proxy --origin
     /// ADDR --listen 127.0.0.1:0 FLAGS` in front of it; live clients fetch
     /// `/live` through the proxy and check the origin's echo of their id.
+    /// With [`Target::ProxyCompletion`], `evq proxy --io completion` (no
+    /// `--backend`: the completion relay has none).
     pub(crate) fn proxy(
         cfg: &'a SuiteConfig,
+        target: Target,
         fault: &str,
         injected: String,
         flags: &[&str],
     ) -> io::Result<Trial<'a>> {
-        Trial::proxy_limited(cfg, fault, injected, flags, Limits::default())
+        Trial::proxy_limited(cfg, target, fault, injected, flags, Limits::default())
     }
 
     /// [`Trial::proxy`] with the proxy started under `limits`.
     pub(crate) fn proxy_limited(
         cfg: &'a SuiteConfig,
+        target: Target,
         fault: &str,
         injected: String,
         flags: &[&str],
@@ -190,7 +194,11 @@ impl<'a> Trial<'a> {
             "--origin".into(),
             origin.addr().to_string(),
         ];
-        args.extend(backend_args(cfg));
+        if target == Target::ProxyCompletion {
+            args.splice(1..1, ["--io".to_string(), "completion".to_string()]);
+        } else {
+            args.extend(backend_args(cfg));
+        }
         args.extend(flags.iter().map(|s| s.to_string()));
         let server = Subject::start("evq proxy", &cfg.evq, &args, limits)?;
         let row = Self::new_row(

@@ -16,7 +16,7 @@
 use super::Relay;
 
 /// Idle descriptors closed, at most, when an accept met `EMFILE`.
-pub(super) const EXHAUSTED_BATCH: usize = 32;
+pub(crate) const EXHAUSTED_BATCH: usize = 32;
 
 impl Relay {
     /// Closes up to `n` idle descriptors in the order above — never the more

@@ -11,7 +11,7 @@ use evq_faults::FaultRow;
 
 /// One claim per row of `evq faults`, in its order; each starts with the
 /// row's id (a test keeps the two lists in step).
-pub(super) const FAULT_CLAIMS: [&str; 41] = [
+pub(super) const FAULT_CLAIMS: [&str; 53] = [
     "serve/reset-mid-request: clients that reset mid-request leave evq serve up, its live clients at ≥ 95% of their throughput, descriptors and memory at their baseline and the CPU idle afterwards",
     "serve/reset-mid-response: clients that reset mid-response (8 MiB file) leave evq serve up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
     "serve/vanish: clients that vanish without FIN or RST are reclaimed by evq serve's timeouts; live clients at ≥ 95%, descriptors and memory back, CPU idle",
@@ -53,6 +53,18 @@ pub(super) const FAULT_CLAIMS: [&str; 41] = [
     "serve-completion/file-truncated: a file truncated while evq serve --io completion sends it gives a whole reply, a cut connection or a 500 — never a 200 shorter than its Content-Length; the new state served once the cache expires",
     "serve-completion/file-replaced: a file replaced while evq serve --io completion sends it gives whole old or whole new replies, and the new file once the cache expires",
     "serve-completion/file-removed: a file removed while evq serve --io completion sends it finishes from the open file; 404 once the cache expires",
+    "proxy-completion/reset-mid-request: evq proxy --io completion (io_uring completions, issue 17) under clients that reset mid-request: up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "proxy-completion/reset-mid-response: evq proxy --io completion under clients that reset mid-response (8 MiB from the origin): up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "proxy-completion/vanish: clients that vanish without FIN or RST are reclaimed by evq proxy --io completion's timeouts (its sweep); live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "proxy-completion/request-then-close: clients that send a request and close at once leave evq proxy --io completion up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
+    "proxy-completion/trickle: tricklers from 127.0.0.2 are all accepted and held by evq proxy --io completion, live clients keep ≥ 95%, descriptors and memory back, CPU idle",
+    "proxy-completion/pipeline-100: 100 pipelined requests through evq proxy --io completion are all answered in order with their own replies; live clients at ≥ 95%, descriptors and memory back",
+    "proxy-completion/huge-headers: evq proxy --io completion answers a 1 MiB head with 431, never 2xx or a hang; live clients at ≥ 95%, descriptors and memory back",
+    "proxy-completion/sigterm: SIGTERM under load: evq proxy --io completion closes its listener at once, tells busy connections to close, finishes replies in flight, exits 0 within its bound",
+    "proxy-completion/descriptor-exhaustion: with RLIMIT_NOFILE at N and 5N clients, evq proxy --io completion does not spin (its multishot accept waits), keeps its live clients answered (spare descriptors held for origin connects), serves a newcomer and recovers at once when descriptors free up",
+    "proxy-completion/origin-crash-restart: the origin killed mid-run gives prompt 502s (no hangs), and evq proxy --io completion serves again within 1 s of a restart at ≥ 95% of its throughput before the crash",
+    "proxy-completion/origin-stall: an origin that never answers gives 504 within --origin-timeout + 2 s through evq proxy --io completion; other clients keep ≥ 95%, descriptors and memory back",
+    "proxy-completion/origin-garbage: garbage from the origin becomes a 502 or a cut connection through evq proxy --io completion, never a hang or a smuggled reply; other clients keep ≥ 95%",
 ];
 
 const SOAK_FLAT: &str = "over the soak, evq serve's and evq proxy's anonymous memory and descriptor count stay flat (after the first tenth: ≤ 100 KiB/min and ≤ 1 descriptor/min)";
