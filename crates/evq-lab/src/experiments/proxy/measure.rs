@@ -1,11 +1,11 @@
 //! The proxy on each backend at each cold count, in front of one origin.
 
-use super::{Plan, Point};
+use super::{Plan, Point, COMPLETION};
 use crate::experiment::Ctx;
 use crate::experiment::Sweep;
 use crate::rig::DeadConnections;
 use evq::BackendKind;
-use evq_http::{ProxyConfig, ProxyHandle, ServerHandle};
+use evq_http::{IoModel, ProxyConfig, ProxyHandle, ServerHandle};
 use evq_load::{run_load, LoadConfig};
 use std::io;
 use std::time::{Duration, Instant};
@@ -21,26 +21,32 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
     let mut points = Vec::new();
     for &cold in &plan.colds {
         for name in &plan.backends {
-            let kind: BackendKind = name.parse()?;
-            ctx.step(&format!("proxy on {kind}: {cold} cold connections"));
-            points.push(point(ctx, kind, origin.addr(), cold, load_for)?);
+            ctx.step(&format!("proxy on {name}: {cold} cold connections"));
+            points.push(point(ctx, name, origin.addr(), cold, load_for)?);
         }
     }
     let _ = origin.stop();
     Ok(Sweep { plan, points })
 }
 
+/// The proxy named `name` (a backend, or [`COMPLETION`]) at one cold count.
 fn point(
     ctx: &Ctx,
-    kind: BackendKind,
+    name: &str,
     origin: std::net::SocketAddr,
     cold: usize,
     load_for: Duration,
 ) -> io::Result<Point> {
+    let (backend, io) = if name == COMPLETION {
+        (None, IoModel::Completion)
+    } else {
+        (Some(name.parse::<BackendKind>()?), IoModel::Readiness)
+    };
     let cfg = ProxyConfig {
         listen: "127.0.0.1:0".parse().expect("literal address"),
         origin,
-        backend: Some(kind),
+        backend,
+        io,
         idle_timeout: Duration::from_secs(600),
         ..ProxyConfig::default()
     };
@@ -54,7 +60,7 @@ fn point(
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "{kind}: only {} of {cold} cold connections came up",
+                    "{name}: only {} of {cold} cold connections came up",
                     crate::procinfo::established_to(port)
                 ),
             ));
@@ -66,7 +72,7 @@ fn point(
     let report = run_load(&load)?;
     let stats = proxy.stop();
     Ok(Point {
-        backend: kind.name().into(),
+        backend: name.into(),
         cold,
         replies_per_s: report.reply_rate_avg,
         p99_ms: report.latency_ms.p99,

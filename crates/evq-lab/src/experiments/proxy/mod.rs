@@ -11,6 +11,10 @@ use std::io;
 /// The scenario.
 pub struct Proxy;
 
+/// The contender that is not a backend: `evq proxy --io completion`
+/// (io_uring completions, issue 17), beside the readiness backends.
+pub const COMPLETION: &str = "completion";
+
 /// Sizes of the sweep.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
@@ -18,14 +22,15 @@ pub struct Plan {
     pub colds: Vec<usize>,
     /// Closed-loop load per point, seconds.
     pub load_s: f64,
-    /// The proxy's backends, by name.
+    /// The proxy's backends, by name, and [`COMPLETION`] for the proxy on
+    /// io_uring completions.
     pub backends: Vec<String>,
 }
 
 /// One backend at one cold count.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Point {
-    /// Backend name.
+    /// Backend name, or [`COMPLETION`].
     pub backend: String,
     /// Cold connections held at the proxy.
     pub cold: usize,
@@ -65,6 +70,13 @@ impl Experiment for Proxy {
             .into_iter()
             .filter(|k| k.available().is_ok())
             .map(|k| k.name().to_string())
+            // A kernel without the completion API leaves it out (the
+            // claims about it are then not measured).
+            .chain(
+                evq::completion::CompletionRing::new()
+                    .is_ok()
+                    .then(|| COMPLETION.to_string()),
+            )
             .collect(),
         }
     }

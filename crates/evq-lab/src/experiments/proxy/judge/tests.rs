@@ -47,3 +47,56 @@ fn the_event_api_keeps_its_throughput_under_cold_connections() {
     r.points.retain(|p| !(p.backend == "epoll" && p.cold == lo));
     assert_eq!(judged(&r, FLAT), NotMeasured);
 }
+
+/// The recorded run with completion points beside epoll's at both ends.
+fn with_completion(lo_rate: f64, hi_rate: f64) -> Sweep<Plan, Point> {
+    let mut r = records();
+    let (lo, hi) = (r.plan.colds[0], *r.plan.colds.last().unwrap());
+    r.points
+        .retain(|p| p.backend != crate::experiments::proxy::COMPLETION);
+    for (cold, rate) in [(lo, lo_rate), (hi, hi_rate)] {
+        r.points.push(Point {
+            backend: crate::experiments::proxy::COMPLETION.into(),
+            cold,
+            replies_per_s: rate,
+            p99_ms: 1.0,
+            errors: 0,
+            relayed: 1,
+        });
+    }
+    set(&mut r, "epoll", lo, 1000.0);
+    r
+}
+
+#[test]
+fn the_completion_proxy_gains_15_percent_over_epoll() {
+    assert_eq!(
+        judged(&with_completion(1150.0, 1150.0), COMPLETION_GAIN),
+        Holds
+    );
+    assert_eq!(
+        judged(&with_completion(1149.0, 1150.0), COMPLETION_GAIN),
+        Differs
+    );
+    let mut r = with_completion(1150.0, 1150.0);
+    r.points
+        .retain(|p| p.backend != crate::experiments::proxy::COMPLETION);
+    assert_eq!(judged(&r, COMPLETION_GAIN), NotMeasured);
+}
+
+#[test]
+fn the_completion_proxy_keeps_98_percent_under_cold_connections() {
+    assert_eq!(
+        judged(&with_completion(1000.0, 980.0), COMPLETION_FLAT),
+        Holds
+    );
+    assert_eq!(
+        judged(&with_completion(1000.0, 979.0), COMPLETION_FLAT),
+        Differs
+    );
+    let mut r = with_completion(1000.0, 980.0);
+    let lo = r.plan.colds[0];
+    r.points
+        .retain(|p| !(p.backend == crate::experiments::proxy::COMPLETION && p.cold == lo));
+    assert_eq!(judged(&r, COMPLETION_FLAT), NotMeasured);
+}
