@@ -8,7 +8,8 @@
 //!   the listener ([`AcceptMode`]); phhttpd's read-right-after-accept and seed
 //!   001's load shedding and better overload control ([`OverloadPolicy`]); header/idle timeouts as evq timers; graceful shutdown.
 //! - [`proxy`] / [`ProxyHandle`]: SEEDS 000's experiment shape, clients → proxy →
-//!   origin, with a keep-alive pool to the origin and 502/504 on origin failure.
+//!   origin, with a keep-alive pool to the origin and 502/504 on origin failure;
+//!   on any evq backend, or on io_uring completions ([`ProxyConfig::io`]).
 //! - With feature `cli`: `ServeArgs` / `ProxyArgs` (clap flags) and
 //!   `run_serve` / `run_proxy`, so a binary mounts `evq serve` / `evq proxy` in
 //!   two lines. Without it, a library user's build carries no clap.
