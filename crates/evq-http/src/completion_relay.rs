@@ -338,9 +338,11 @@ impl CompletionRelay {
     /// if one did.
     pub(crate) fn run(mut self) -> (ProxyReport, io::Result<()>) {
         let result = self.relay();
+        // Closes queued in the last round go to the kernel now (a close runs
+        // at once); the requests still in flight end when the ring drops.
+        let _ = self.ring.submit();
         self.report.io_uring_enters = self.ring.stats().enters;
-        // Descriptors still open close here; the ring cancels their requests
-        // when it drops.
+        // Descriptors whose close was never queued close here.
         for c in &self.clients {
             if c.sock.fd >= 0 && !c.sock.close_queued {
                 // SAFETY: an open slot's descriptor is ours (accepted, not

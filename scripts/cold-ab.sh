@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# A benchmark, not a test: `evq proxy`'s replies/s with no idle clients and with
-# COLD idle clients held from 127.0.0.2 (`evq dead`), alternating round by round
-# so both see the same machine. Proxy on CPU 0; the origin (`evq serve`), the
-# idle clients and the closed-loop load (32 connections, 1 KiB) on CPU 1.
+# A benchmark, not a test: the replies/s of `evq proxy` (or, SUBJECT=serve, of
+# `evq serve`, one thread) with no idle clients and with COLD idle clients held
+# from 127.0.0.2 (`evq dead`), alternating round by round so both see the same
+# machine. The subject on CPU 0; the origin (`evq serve`), the idle clients and
+# the closed-loop load (32 connections, 1 KiB) on CPU 1.
 # Prints each round and the median ratio COLD / 0.
-# PROXY_ARGS adds flags to the proxy (PROXY_ARGS="--io completion": the proxy
-# on io_uring completions).
-# Usage: [PROXY_ARGS=...] scripts/proxy-cold-ab.sh [ROUNDS] [COLD] [path/to/evq]
+# ARGS adds flags to the subject (ARGS="--io completion": on io_uring
+# completions).
+# Usage: [SUBJECT=proxy|serve] [ARGS=...] scripts/cold-ab.sh [ROUNDS] [COLD] [path/to/evq]
 set -uo pipefail
 ROUNDS=${1:-6}; COLD=${2:-2000}; E=${3:-target/release/evq}
 ORIGIN=18500; PROXY=18501
@@ -17,8 +18,12 @@ sleep 0.3
 out=$(mktemp)
 for r in $(seq "$ROUNDS"); do
   for c in 0 "$COLD"; do
-    # shellcheck disable=SC2086 # PROXY_ARGS is a list of flags
-    taskset -c 0 "$E" proxy ${PROXY_ARGS:-} --listen 127.0.0.1:$PROXY --origin 127.0.0.1:$ORIGIN --idle-timeout 600 >/dev/null 2>&1 &
+    # shellcheck disable=SC2086 # ARGS is a list of flags
+    if [ "${SUBJECT:-proxy}" = serve ]; then
+      taskset -c 0 "$E" serve ${ARGS:-} --listen 127.0.0.1:$PROXY --threads 1 --reply-size 1024 --idle-timeout 600 >/dev/null 2>&1 &
+    else
+      taskset -c 0 "$E" proxy ${ARGS:-} --listen 127.0.0.1:$PROXY --origin 127.0.0.1:$ORIGIN --idle-timeout 600 >/dev/null 2>&1 &
+    fi
     P=$!; sleep 0.4; D=
     if [ "$c" -gt 0 ]; then
       taskset -c 1 "$E" dead --server 127.0.0.1 --port $PROXY --connections "$c" --duration 60 >/dev/null 2>&1 & D=$!
