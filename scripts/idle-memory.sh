@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # A measurement, not a test: anonymous resident memory per idle connection of
-# `evq serve` (any flags, e.g. --io completion): the server's Anonymous total
+# `evq serve` (or, SUBJECT=proxy, of `evq proxy` in front of an `evq serve`
+# origin), with any flags (e.g. --io completion): the subject's Anonymous total
 # from /proc/PID/smaps_rollup before and after N idle connections from
 # 127.0.0.2 (`evq dead`) are held.
-# Usage: scripts/idle-memory.sh N [serve flags...]   (env: EVQ=path/to/evq PORT)
+# Usage: [SUBJECT=serve|proxy] scripts/idle-memory.sh N [flags...]
+#        (env: EVQ=path/to/evq PORT)
 set -uo pipefail
 N=${1:?usage: scripts/idle-memory.sh N [serve flags...]}; shift
 E=${EVQ:-target/release/evq}; PORT=${PORT:-18123}
-"$E" serve --listen 127.0.0.1:$PORT --threads 1 --idle-timeout 600 --header-timeout 600 "$@" >/dev/null 2>&1 &
+O=
+if [ "${SUBJECT:-serve}" = proxy ]; then
+  "$E" serve --listen 127.0.0.1:$((PORT + 1)) --threads 1 >/dev/null 2>&1 &
+  O=$!
+  "$E" proxy --listen 127.0.0.1:$PORT --origin 127.0.0.1:$((PORT + 1)) --idle-timeout 600 "$@" >/dev/null 2>&1 &
+else
+  "$E" serve --listen 127.0.0.1:$PORT --threads 1 --idle-timeout 600 --header-timeout 600 "$@" >/dev/null 2>&1 &
+fi
 S=$!
-trap 'kill -INT $S 2>/dev/null; [ -n "${D:-}" ] && kill $D 2>/dev/null' EXIT
+trap 'kill -INT $S ${O:-} 2>/dev/null; [ -n "${D:-}" ] && kill $D 2>/dev/null' EXIT
 sleep 0.5
 curl -s -o /dev/null "http://127.0.0.1:$PORT/" || true
 anon() { awk '/^Anonymous/{print $2}' "/proc/$S/smaps_rollup"; }
