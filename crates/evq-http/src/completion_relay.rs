@@ -423,6 +423,7 @@ impl CompletionRelay {
             }
             if self.now >= next_sweep {
                 self.retry_waiting();
+                self.refill_spare_fds();
                 if self.accept_waiting && self.stopping.is_none() && self.waiting.is_empty() {
                     // No close came; try again now and then.
                     self.accept_waiting = false;
@@ -790,10 +791,7 @@ impl CompletionRelay {
             self.waiting.push(i);
             // The descriptors freed go to exchanges under way before new
             // clients: the accept waits until none is waiting.
-            if let Some(id) = self.accept.take() {
-                self.ring.cancel(id, CANCEL);
-                self.accept_waiting = self.stopping.is_none();
-            }
+            self.pause_accept();
             return;
         }
         self.report.bad_gateway += 1;
@@ -963,15 +961,11 @@ impl CompletionRelay {
             // an idempotent request without a body goes again, once (RFC 9110
             // §9.2.2; `proxy.rs`).
             self.report.retries += 1;
+            self.clients[i].retried = true;
             match self.connect_origin() {
-                Ok(n) => {
-                    self.clients[i].retried = true;
-                    self.link(i, n);
-                }
-                Err(_) => {
-                    self.report.bad_gateway += 1;
-                    self.fail_exchange(i, 502);
-                }
+                Ok(n) => self.link(i, n),
+                // Out of descriptors it waits like a new exchange (quirk g).
+                Err(e) => self.no_origin(i, &e),
             }
         } else {
             if !cl.ex.forwarded {
@@ -1066,6 +1060,14 @@ impl CompletionRelay {
             self.close_origin(o);
         }
         None
+    }
+
+    /// Stops the accept until descriptors come back (quirk g).
+    fn pause_accept(&mut self) {
+        if let Some(id) = self.accept.take() {
+            self.ring.cancel(id, CANCEL);
+            self.accept_waiting = self.stopping.is_none();
+        }
     }
 
     /// Holds [`SPARE_FDS`] descriptors (quirk g), as far as there are any.
@@ -1244,8 +1246,9 @@ impl CompletionRelay {
 
     /// Closes up to `n` idle descriptors for room (quirk g), in the readiness
     /// relay's order: clients answered once, oldest first; then pooled origin
-    /// connections, longest idle first; then keep-alive clients in use that
-    /// have been quiet for a second. Returns how many it closed.
+    /// connections, longest idle first, all but the last [`SPARE_FDS`]; then
+    /// keep-alive clients in use that have been quiet for a second. Returns
+    /// how many it closed.
     fn reclaim_idle(&mut self, n: usize) -> usize {
         let quiet_since = self.now.checked_sub(RECENTLY_ACTIVE);
         let mut idle: Vec<_> = (0..self.clients.len())
@@ -1276,8 +1279,12 @@ impl CompletionRelay {
             self.close_client(i);
             closed += 1;
         }
-        // The pool is a stack: its bottom is the longest idle.
-        let from_pool = (n - closed).min(self.pool.len());
+        // The pool is a stack: its bottom is the longest idle. Its last
+        // `SPARE_FDS` stay: with every other descriptor held by clients, they
+        // are the only way left to the origin (closing them for room made the
+        // exchanges of the clients let in meet `EMFILE` with nothing to wait
+        // for: 502s).
+        let from_pool = (n - closed).min(self.pool.len().saturating_sub(SPARE_FDS));
         for o in self.pool.drain(..from_pool).collect::<Vec<_>>() {
             self.close_origin(o);
         }
