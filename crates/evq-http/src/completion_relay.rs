@@ -58,6 +58,12 @@
 //!    complete in batches before their requests, so a fresh client's request
 //!    is likely on its way), nor a keep-alive client in use active within the
 //!    last second.
+//! i) **An idle client holds no buffer**: its slot is its socket's state, a
+//!    deadline and a few flags (~100 bytes, plus the ring's slot for its armed
+//!    recv); the input, the output, the request head kept for a retry and the
+//!    exchange's protocol state live in a record taken from a pool of spares
+//!    when bytes arrive and given back when the exchange is over and
+//!    everything is sent (400 → ~220 bytes an idle client at 10,000, with the client table reserved once: `descriptor_limit`).
 //! h) **Not here** (refused with a clear error): `--backend`, `--mode` and
 //!    `--overload`. The loop wakes at least every 200 ms to notice a stop.
 
@@ -133,9 +139,10 @@ struct Sock {
     /// The input ended: end of file (`eof`) or an error. No recv again.
     input_ended: bool,
     eof: bool,
-    /// The send in the kernel, if one is, and the bytes it carries.
+    /// The send in the kernel, if one is.
     send: Option<OpId>,
-    in_flight: usize,
+    /// The send in flight carries bytes (a client taking them is alive).
+    in_flight_bytes: bool,
     /// Closing: nothing new starts; the close goes once nothing is in flight.
     closing: bool,
     close_queued: bool,
@@ -151,7 +158,7 @@ impl Sock {
             input_ended: false,
             eof: false,
             send: None,
-            in_flight: 0,
+            in_flight_bytes: false,
             closing: false,
             close_queued: false,
         }
@@ -219,14 +226,11 @@ impl Sock {
 
 struct Client {
     sock: Sock,
-    /// Bytes received and not yet used: a request head, body bytes for the
-    /// origin, pipelined requests.
-    input: Vec<u8>,
-    /// Bytes for the client not yet handed to a send.
-    out: Vec<u8>,
+    /// Buffers and exchange state, only while the client has some (an idle
+    /// client holds none: quirk i).
+    io: Option<Box<ClientIo>>,
     origin: Option<usize>,
     exchange: bool,
-    ex: Exchange,
     /// The exchange waits for a descriptor to connect to the origin (quirk g).
     waiting: bool,
     /// Close once the output is out and no exchange is under way.
@@ -234,14 +238,42 @@ struct Client {
     /// Close with a lingering close (`linger.rs`) after an error reply.
     linger_after: bool,
     lingering: bool,
-    /// The request head as sent to the origin (kept for a retry).
-    sent_head: Vec<u8>,
-    retried: bool,
+    /// When the client is closed if nothing moves; for an idle one, its last
+    /// activity plus the idle timeout (quirk g's "in use" reads it).
     deadline: Instant,
     /// Exchanges finished on this connection (saturating).
     exchanges: u32,
-    /// When this client last had a completion (quirk g's "in use").
-    last_active: Instant,
+}
+
+/// What a client holds only while it is busy (quirk i).
+#[derive(Default)]
+struct ClientIo {
+    /// Bytes received and not yet used: a request head, body bytes for the
+    /// origin, pipelined requests.
+    input: Vec<u8>,
+    /// Bytes for the client not yet handed to a send.
+    out: Vec<u8>,
+    /// The request head as sent to the origin (kept for a retry).
+    sent_head: Vec<u8>,
+    ex: Exchange,
+    retried: bool,
+}
+
+impl Client {
+    /// Bytes received and not yet used.
+    fn input_len(&self) -> usize {
+        self.io.as_ref().map_or(0, |io| io.input.len())
+    }
+
+    /// Nothing waits to be handed to a send.
+    fn out_empty(&self) -> bool {
+        self.io.as_ref().is_none_or(|io| io.out.is_empty())
+    }
+
+    /// The exchange state (the default one for an idle client).
+    fn ex(&self) -> Exchange {
+        self.io.as_ref().map_or_else(Exchange::default, |io| io.ex)
+    }
 }
 
 struct Origin {
@@ -278,6 +310,10 @@ pub(crate) struct CompletionRelay {
     answered_since: bool,
     /// Descriptors held for connections to the origin (quirk g).
     spare_fds: Vec<OwnedFd>,
+    /// Spare client records (quirk i), boxed because each moves into a
+    /// client whole.
+    #[allow(clippy::vec_box)]
+    io_pool: Vec<Box<ClientIo>>,
     spare: Vec<Vec<u8>>,
     date: DateCache,
     now: Instant,
@@ -290,6 +326,11 @@ pub(crate) struct CompletionRelay {
 /// crowd of clients that takes every other descriptor cannot leave their
 /// requests with no way to the origin (quirk g).
 const SPARE_FDS: usize = 4;
+
+/// Spare client records kept (quirk i).
+const IO_POOL: usize = 64;
+/// The largest buffer a spare client record keeps.
+const KEPT_BUFFER: usize = 4096;
 
 /// Spare buffers kept.
 const SPARES: usize = 256;
@@ -315,7 +356,7 @@ impl CompletionRelay {
             listener_failed: None,
             descriptor_freed: false,
             stop,
-            clients: Vec::new(),
+            clients: Vec::with_capacity(descriptor_limit()),
             free_clients: Vec::new(),
             clients_open: 0,
             origins: Vec::new(),
@@ -325,6 +366,7 @@ impl CompletionRelay {
             closes_pending: 0,
             answered_since: false,
             spare_fds: Vec::new(),
+            io_pool: Vec::new(),
             spare: Vec::new(),
             date: DateCache::new(),
             now: Instant::now(),
@@ -496,20 +538,15 @@ impl CompletionRelay {
             None => {
                 self.clients.push(Client {
                     sock: Sock::new(-1, 0),
-                    input: Vec::new(),
-                    out: Vec::new(),
+                    io: None,
                     origin: None,
                     exchange: false,
-                    ex: Exchange::default(),
                     waiting: false,
                     close_after: false,
                     linger_after: false,
                     lingering: false,
-                    sent_head: Vec::new(),
-                    retried: false,
                     deadline: self.now,
                     exchanges: 0,
-                    last_active: self.now,
                 });
                 self.clients.len() - 1
             }
@@ -519,15 +556,12 @@ impl CompletionRelay {
         c.sock = Sock::new(fd, c.sock.generation);
         c.origin = None;
         c.exchange = false;
-        c.ex = Exchange::default();
         c.waiting = false;
         c.close_after = false;
         c.linger_after = false;
         c.lingering = false;
-        c.retried = false;
         c.deadline = later(self.now, self.cfg.idle_timeout);
         c.exchanges = 0;
-        c.last_active = self.now;
         let tok = token(Kind::Client, i, c.sock.generation);
         c.sock.sync_recv(&mut self.ring, true, tok);
     }
@@ -541,21 +575,19 @@ impl CompletionRelay {
     }
 
     fn on_client(&mut self, i: usize, c: &mut Completion) {
-        self.clients[i].last_active = self.now;
         match c.kind() {
             OpKind::Recv => {
                 let cl = &mut self.clients[i];
                 if let (Ok(n), false) = (c.result(), cl.sock.closing) {
                     if n > 0 && !cl.lingering {
-                        if !cl.exchange && cl.input.is_empty() {
+                        if !cl.exchange && cl.input_len() == 0 {
                             // A request head starts: the idle timeout becomes
                             // the (same) head timeout.
                             cl.deadline = later(self.now, self.cfg.idle_timeout);
                         }
-                        if cl.input.capacity() == 0 {
-                            cl.input = self.spare.pop().unwrap_or_default();
-                        }
-                        cl.input
+                        let pool = &mut self.io_pool;
+                        let io = cl.io.get_or_insert_with(|| pool.pop().unwrap_or_default());
+                        io.input
                             .extend_from_slice(self.ring.received(c).unwrap_or(&[]));
                     }
                 }
@@ -566,8 +598,8 @@ impl CompletionRelay {
             OpKind::Send => {
                 let cl = &mut self.clients[i];
                 cl.sock.send = None;
-                let sent = cl.sock.in_flight;
-                cl.sock.in_flight = 0;
+                let sent = cl.sock.in_flight_bytes;
+                cl.sock.in_flight_bytes = false;
                 if let Some(mut bufs) = c.take_buffers() {
                     if let Some(mut b) = bufs.pop() {
                         b.clear();
@@ -577,7 +609,7 @@ impl CompletionRelay {
                 if c.result().is_err() {
                     return self.close_client(i);
                 }
-                if cl.exchange && sent > 0 {
+                if cl.exchange && sent {
                     // The client reads: the exchange is alive, and its origin
                     // may have been paused for it (quirk c).
                     cl.deadline = later(self.now, self.cfg.origin_timeout);
@@ -621,7 +653,7 @@ impl CompletionRelay {
             OpKind::Send => {
                 let or = &mut self.origins[o];
                 or.sock.send = None;
-                or.sock.in_flight = 0;
+                or.sock.in_flight_bytes = false;
                 if let Some(mut bufs) = c.take_buffers() {
                     if let Some(mut b) = bufs.pop() {
                         b.clear();
@@ -656,14 +688,16 @@ impl CompletionRelay {
             return self.finish_client_close(i);
         }
         if cl.lingering {
-            cl.input.clear();
+            if let Some(io) = cl.io.as_mut() {
+                io.input.clear();
+            }
             if cl.sock.input_ended {
                 return self.close_client(i);
             }
             cl.sock.sync_recv(&mut self.ring, true, tok);
-            return;
+            return self.park(i);
         }
-        if !cl.exchange && !cl.close_after && !cl.input.is_empty() {
+        if !cl.exchange && !cl.close_after && cl.input_len() > 0 {
             self.start_exchange(i);
             if self.clients[i].sock.closing {
                 return self.finish_client_close(i);
@@ -674,14 +708,15 @@ impl CompletionRelay {
             self.flush_origin(o);
         }
         let cl = &mut self.clients[i];
-        if cl.sock.send.is_none() && !cl.out.is_empty() {
-            let next = self.spare.pop().unwrap_or_default();
-            let out = std::mem::replace(&mut cl.out, next);
-            cl.sock.in_flight = out.len();
-            cl.sock.send = Some(self.ring.send(cl.sock.fd, out, tok));
+        if let (None, Some(io)) = (cl.sock.send, cl.io.as_mut()) {
+            if !io.out.is_empty() {
+                let next = self.spare.pop().unwrap_or_default();
+                let out = std::mem::replace(&mut io.out, next);
+                cl.sock.in_flight_bytes = !out.is_empty();
+                cl.sock.send = Some(self.ring.send(cl.sock.fd, out, tok));
+            }
         }
-        let cl = &mut self.clients[i];
-        let quiet = cl.sock.send.is_none() && cl.out.is_empty();
+        let quiet = cl.sock.send.is_none() && cl.out_empty();
         if cl.sock.input_ended && !cl.exchange && !cl.close_after {
             // Gone (or half-closed) between exchanges: an unfinished head
             // is dropped with the connection.
@@ -703,44 +738,61 @@ impl CompletionRelay {
             // The error reply is out: shut our side, drop what the client
             // still sends, close when it is done or the time is up.
             cl.lingering = true;
-            cl.input.clear();
+            if let Some(io) = cl.io.as_mut() {
+                io.input.clear();
+            }
             linger::begin(cl.sock.fd);
             cl.deadline = later(self.now, linger::LINGER);
             cl.sock.sync_recv(&mut self.ring, true, tok);
-            return;
+            return self.park(i);
         }
         let pause_at = INPUT_PAUSE.max(self.cfg.limits.max_head);
-        let want = cl.input.len() < pause_at && (cl.exchange || !cl.close_after);
+        let want = cl.input_len() < pause_at && (cl.exchange || !cl.close_after);
         cl.sock.sync_recv(&mut self.ring, want, tok);
         self.park(i);
     }
 
-    /// An idle client holds no buffer (as in the readiness relay).
+    /// An idle client holds no buffer (quirk i): its record goes back to the
+    /// spares, buffers cleared but kept for the next busy client.
     fn park(&mut self, i: usize) {
         let cl = &mut self.clients[i];
-        if cl.exchange || cl.sock.closing || !cl.input.is_empty() || !cl.out.is_empty() {
+        if cl.exchange || cl.sock.closing || cl.input_len() > 0 || !cl.out_empty() {
             return;
         }
-        for b in [
-            std::mem::take(&mut cl.input),
-            std::mem::take(&mut cl.out),
-            std::mem::take(&mut cl.sent_head),
-        ] {
-            give(&mut self.spare, b);
+        if let Some(io) = cl.io.take() {
+            self.release_io(io);
         }
+    }
+
+    /// Keeps a client's record for the next busy client, if there are not
+    /// too many spares; a buffer that grew past [`KEPT_BUFFER`] is let go (a
+    /// burst of large responses must not stay resident after it: the fault
+    /// table holds memory to its baseline).
+    fn release_io(&mut self, mut io: Box<ClientIo>) {
+        if self.io_pool.len() >= IO_POOL {
+            return;
+        }
+        for b in [&mut io.input, &mut io.out, &mut io.sent_head] {
+            if b.capacity() > KEPT_BUFFER {
+                *b = Vec::new();
+            }
+            b.clear();
+        }
+        io.ex = Exchange::default();
+        io.retried = false;
+        self.io_pool.push(io);
     }
 
     /// Reads a request head, and starts its exchange or refuses it.
     fn start_exchange(&mut self, i: usize) {
         let max_head = self.cfg.limits.max_head;
         let stopping = self.stopping.is_some();
-        let cl = &mut self.clients[i];
-        if cl.sent_head.capacity() == 0 {
-            cl.sent_head = self.spare.pop().unwrap_or_default();
-        }
-        let head = &cl.input[..cl.input.len().min(max_head)];
-        let full = cl.input.len() >= max_head;
-        let head_len = match cl.ex.begin(head, full, stopping, &mut cl.sent_head) {
+        let Some(io) = self.clients[i].io.as_mut() else {
+            return;
+        };
+        let head = &io.input[..io.input.len().min(max_head)];
+        let full = io.input.len() >= max_head;
+        let head_len = match io.ex.begin(head, full, stopping, &mut io.sent_head) {
             Begin::Incomplete => return,
             Begin::Malformed(status) => {
                 self.report.bad_requests += 1;
@@ -755,9 +807,9 @@ impl CompletionRelay {
         };
         self.report.requests += 1;
         spend_cpu(self.cfg.work);
+        io.input.drain(..head_len);
+        io.retried = false;
         let cl = &mut self.clients[i];
-        cl.input.drain(..head_len);
-        cl.retried = false;
         cl.exchange = true;
         cl.deadline = later(self.now, self.cfg.origin_timeout);
         let o = match self.pooled_origin(i) {
@@ -851,21 +903,25 @@ impl CompletionRelay {
         if or.out.capacity() == 0 {
             or.out = self.spare.pop().unwrap_or_default();
         }
-        or.out.extend_from_slice(&self.clients[i].sent_head);
+        if let Some(io) = &self.clients[i].io {
+            or.out.extend_from_slice(&io.sent_head);
+        }
         self.pump_request_body(i, o);
         self.flush_origin(o);
     }
 
     /// Moves buffered request-body bytes to the origin's output.
     fn pump_request_body(&mut self, i: usize, o: usize) {
-        let cl = &mut self.clients[i];
+        let Some(io) = self.clients[i].io.as_mut() else {
+            return;
+        };
         let or = &mut self.origins[o];
         if or.out.len() >= HIGH_WATER {
             return;
         }
-        match cl.ex.pump_body(&cl.input, &mut or.out) {
+        match io.ex.pump_body(&io.input, &mut or.out) {
             Ok(n) => {
-                cl.input.drain(..n);
+                io.input.drain(..n);
             }
             Err(()) => {
                 self.report.bad_requests += 1;
@@ -881,7 +937,7 @@ impl CompletionRelay {
         if or.sock.send.is_none() && !or.out.is_empty() && or.sock.open() {
             let next = self.spare.pop().unwrap_or_default();
             let out = std::mem::replace(&mut or.out, next);
-            or.sock.in_flight = out.len();
+            or.sock.in_flight_bytes = !out.is_empty();
             or.sock.send = Some(self.ring.send(or.sock.fd, out, tok));
         }
     }
@@ -892,7 +948,10 @@ impl CompletionRelay {
         let tok = self.origin_token(o);
         let want = match self.origins[o].client {
             None => true,
-            Some(i) => self.clients[i].out.len() < HIGH_WATER,
+            Some(i) => self.clients[i]
+                .io
+                .as_ref()
+                .is_none_or(|io| io.out.len() < HIGH_WATER),
         };
         self.origins[o].sock.sync_recv(&mut self.ring, want, tok);
     }
@@ -915,8 +974,11 @@ impl CompletionRelay {
             let or = &mut self.origins[o];
             let cl = &mut self.clients[i];
             cl.deadline = later(self.now, self.cfg.origin_timeout);
-            let full = !cl.ex.resp_head && or.input.len() >= ORIGIN_HEAD;
-            let (used, step) = cl.ex.relay_response(&or.input, full, stopping, &mut cl.out);
+            // An exchange under way always has its record (never parked).
+            let pool = &mut self.io_pool;
+            let io = cl.io.get_or_insert_with(|| pool.pop().unwrap_or_default());
+            let full = !io.ex.resp_head && or.input.len() >= ORIGIN_HEAD;
+            let (used, step) = io.ex.relay_response(&or.input, full, stopping, &mut io.out);
             or.input.drain(..used);
             match step {
                 Step::More => {}
@@ -945,30 +1007,36 @@ impl CompletionRelay {
         };
         let or = &self.origins[o];
         let (reused, eof) = (or.reused, or.sock.eof);
-        let nothing_back = or.input.is_empty() && !self.clients[i].ex.resp_head;
+        let ex = self.clients[i].ex();
+        let nothing_back = or.input.is_empty() && !ex.resp_head;
         self.close_origin(o);
         self.clients[i].origin = None;
         let cl = &mut self.clients[i];
-        if cl.ex.resp_head && cl.ex.resp_body == Framing::UntilClose && eof {
+        let retried = cl.io.as_ref().is_some_and(|io| io.retried);
+        if ex.resp_head && ex.resp_body == Framing::UntilClose && eof {
             // The body ran until close: complete. The client must close too,
             // since nothing else can tell it where the body ended.
-            cl.ex.resp_body = Framing::Done;
+            if let Some(io) = cl.io.as_mut() {
+                io.ex.resp_body = Framing::Done;
+            }
             cl.exchange = false;
             cl.close_after = true;
             self.report.relayed += 1;
-        } else if reused && nothing_back && !cl.retried && cl.ex.retryable {
+        } else if reused && nothing_back && !retried && ex.retryable {
             // A pooled connection the origin closed as the request went out:
             // an idempotent request without a body goes again, once (RFC 9110
             // §9.2.2; `proxy.rs`).
             self.report.retries += 1;
-            self.clients[i].retried = true;
+            if let Some(io) = self.clients[i].io.as_mut() {
+                io.retried = true;
+            }
             match self.connect_origin() {
                 Ok(n) => self.link(i, n),
                 // Out of descriptors it waits like a new exchange (quirk g).
                 Err(e) => self.no_origin(i, &e),
             }
         } else {
-            if !cl.ex.forwarded {
+            if !ex.forwarded {
                 self.report.bad_gateway += 1;
             }
             self.fail_exchange(i, 502);
@@ -983,10 +1051,11 @@ impl CompletionRelay {
         cl.exchange = false;
         cl.exchanges = cl.exchanges.saturating_add(1);
         cl.origin = None;
-        if !cl.ex.keep_alive {
+        let ex = cl.ex();
+        if !ex.keep_alive {
             cl.close_after = true;
         }
-        let reusable = cl.ex.origin_reusable;
+        let reusable = ex.origin_reusable;
         // Stopping, an idle client waits `STOP_IDLE_WAIT` at most.
         let idle = match self.stopping {
             Some(_) => self.cfg.idle_timeout.min(sys::STOP_IDLE_WAIT),
@@ -1033,16 +1102,16 @@ impl CompletionRelay {
         }
         let cl = &mut self.clients[i];
         cl.waiting = false;
-        if !(cl.exchange && cl.ex.forwarded) {
-            if cl.out.capacity() == 0 {
-                cl.out = self.spare.pop().unwrap_or_default();
-            }
-            write_error(&mut cl.out, status, self.date.text(), "");
+        let forwarded = cl.ex().forwarded;
+        let pool = &mut self.io_pool;
+        let io = cl.io.get_or_insert_with(|| pool.pop().unwrap_or_default());
+        if !(cl.exchange && forwarded) {
+            write_error(&mut io.out, status, self.date.text(), "");
             cl.linger_after = !cl.sock.input_ended;
         }
+        io.input.clear();
         cl.exchange = false;
         cl.close_after = true;
-        cl.input.clear();
     }
 
     /// An idle pooled origin connection that still looks open (quirk d), for
@@ -1050,7 +1119,7 @@ impl CompletionRelay {
     fn pooled_origin(&mut self, i: usize) -> Option<usize> {
         // A request the retry rule covers needs no peek: if the origin closed
         // the connection unseen, the request goes again on a fresh one.
-        let peek = !self.clients[i].ex.retryable;
+        let peek = !self.clients[i].ex().retryable;
         while let Some(o) = self.pool.pop() {
             let or = &self.origins[o];
             if or.sock.open() && !or.sock.input_ended && (!peek || still_open(or.sock.fd)) {
@@ -1135,8 +1204,10 @@ impl CompletionRelay {
             cl.waiting = false;
             cl.exchange = false;
             cl.sock.begin_close(&mut self.ring);
-            cl.input.clear();
-            cl.out.clear();
+            if let Some(io) = cl.io.as_mut() {
+                io.input.clear();
+                io.out.clear();
+            }
         }
         // Called again on a closing connection (a completion that ended its
         // last request), it queues the close: never a descriptor left open.
@@ -1150,12 +1221,8 @@ impl CompletionRelay {
         cl.sock.finish_close(&mut self.ring, tok);
         if !queued && cl.sock.close_queued {
             self.closes_pending += 1;
-            for b in [
-                std::mem::take(&mut cl.input),
-                std::mem::take(&mut cl.out),
-                std::mem::take(&mut cl.sent_head),
-            ] {
-                give(&mut self.spare, b);
+            if let Some(io) = cl.io.take() {
+                self.release_io(io);
             }
         }
     }
@@ -1207,10 +1274,11 @@ impl CompletionRelay {
             }
             // A response whose head already went out said keep-alive: the
             // client may send its next request as soon as it has the body.
-            if !(cl.exchange && cl.ex.resp_head) {
-                cl.ex.keep_alive = false;
+            let head_out = cl.exchange && cl.ex().resp_head;
+            if let (Some(io), false) = (cl.io.as_mut(), head_out) {
+                io.ex.keep_alive = false;
             }
-            let idle = !cl.exchange && cl.input.is_empty() && cl.out.is_empty();
+            let idle = !cl.exchange && cl.input_len() == 0 && cl.out_empty();
             if idle && cl.sock.send.is_none() && !cl.close_after {
                 if self.cfg.grace.is_zero() {
                     self.close_client(i);
@@ -1232,7 +1300,7 @@ impl CompletionRelay {
             if !cl.sock.open() || cl.deadline > self.now {
                 continue;
             }
-            if cl.exchange && !cl.ex.forwarded {
+            if cl.exchange && !cl.ex().forwarded {
                 self.report.gateway_timeout += 1;
                 self.fail_exchange(i, 504);
                 // The 504 gets the linger's time to go out.
@@ -1250,7 +1318,12 @@ impl CompletionRelay {
     /// keep-alive clients in use that have been quiet for a second. Returns
     /// how many it closed.
     fn reclaim_idle(&mut self, n: usize) -> usize {
-        let quiet_since = self.now.checked_sub(RECENTLY_ACTIVE);
+        // An idle client's deadline is its last activity plus the idle
+        // timeout: one past this was active within the last second.
+        let quiet_until = later(
+            self.now,
+            self.cfg.idle_timeout.saturating_sub(RECENTLY_ACTIVE),
+        );
         let mut idle: Vec<_> = (0..self.clients.len())
             .filter(|&i| {
                 let cl = &self.clients[i];
@@ -1258,19 +1331,13 @@ impl CompletionRelay {
                     && !cl.exchange
                     && !cl.close_after
                     && !cl.lingering
-                    && cl.input.is_empty()
-                    && cl.out.is_empty()
+                    && cl.input_len() == 0
+                    && cl.out_empty()
                     && cl.sock.send.is_none()
                     && cl.exchanges > 0
-                    && (cl.exchanges == 1 || quiet_since.is_some_and(|q| cl.last_active <= q))
+                    && (cl.exchanges == 1 || cl.deadline <= quiet_until)
             })
-            .map(|i| {
-                (
-                    self.clients[i].exchanges > 1,
-                    self.clients[i].last_active,
-                    i,
-                )
-            })
+            .map(|i| (self.clients[i].exchanges > 1, self.clients[i].deadline, i))
             .collect();
         idle.sort_unstable();
         let singles = idle.iter().take_while(|(in_use, ..)| !in_use).count();
@@ -1295,6 +1362,24 @@ impl CompletionRelay {
         }
         self.report.idle_reclaimed += closed as u64;
         closed
+    }
+}
+
+/// The most clients this process can hold (its descriptor limit, at most
+/// 2^20): the client table is reserved at this size once. Pages of it are
+/// resident only as clients fill them, where a table grown by doubling left
+/// each outgrown copy in the heap (~100 bytes an idle client at 10,000).
+fn descriptor_limit() -> usize {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) writes one rlimit into `l`, which lives across the call.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } == 0;
+    if ok {
+        l.rlim_cur.min(1 << 20) as usize
+    } else {
+        1024
     }
 }
 
