@@ -72,7 +72,7 @@ use crate::date::DateCache;
 use crate::exchange::{Begin, Exchange, Step};
 use crate::linger;
 use crate::overload::OverloadPolicy;
-use crate::relay::reclaim::EXHAUSTED_BATCH;
+use crate::relay::reclaim::{victims, EXHAUSTED_BATCH};
 use crate::relay::still_open;
 use crate::request::{spend_cpu, write_error};
 use crate::stats::ProxyReport;
@@ -1339,27 +1339,21 @@ impl CompletionRelay {
             })
             .map(|i| (self.clients[i].exchanges > 1, self.clients[i].deadline, i))
             .collect();
-        idle.sort_unstable();
-        let singles = idle.iter().take_while(|(in_use, ..)| !in_use).count();
-        let mut closed = 0;
-        for &(_, _, i) in idle[..singles].iter().take(n) {
+        // The pool's last `SPARE_FDS` stay: with every other descriptor
+        // held by clients, they are the only way left to the origin (closing
+        // them for room made the exchanges of the clients let in meet
+        // `EMFILE` with nothing to wait for: 502s).
+        let v = victims(&mut idle, self.pool.len(), SPARE_FDS, n);
+        for &i in &v.clients_first {
             self.close_client(i);
-            closed += 1;
         }
-        // The pool is a stack: its bottom is the longest idle. Its last
-        // `SPARE_FDS` stay: with every other descriptor held by clients, they
-        // are the only way left to the origin (closing them for room made the
-        // exchanges of the clients let in meet `EMFILE` with nothing to wait
-        // for: 502s).
-        let from_pool = (n - closed).min(self.pool.len().saturating_sub(SPARE_FDS));
-        for o in self.pool.drain(..from_pool).collect::<Vec<_>>() {
+        for o in self.pool.drain(..v.from_pool).collect::<Vec<_>>() {
             self.close_origin(o);
         }
-        closed += from_pool;
-        for &(_, _, i) in idle[singles..].iter().take(n - closed) {
+        for &i in &v.clients_then {
             self.close_client(i);
-            closed += 1;
         }
+        let closed = v.count();
         self.report.idle_reclaimed += closed as u64;
         closed
     }

@@ -21,7 +21,7 @@ use evq::{BackendKind, Notifier};
 use evq_os::{ListenOptions, StopPipe};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -71,12 +71,7 @@ impl ProxyHandle {
             }
             None => BackendKind::from_env_or_best()?,
         };
-        let opts = ListenOptions {
-            backlog: cfg.backlog,
-            ..ListenOptions::default()
-        };
-        let listener = evq_os::listen(cfg.listen, opts)?;
-        let addr = evq_os::socket::local_addr(listener.as_raw_fd())?;
+        let (listener, addr) = listen(cfg)?;
         let stop = Arc::new(AtomicBool::new(false));
         let signal = if cfg.handle_signals {
             Some(StopPipe::new()?)
@@ -99,12 +94,7 @@ impl ProxyHandle {
     /// The proxy on io_uring completions (`completion_relay.rs`).
     fn start_completion(cfg: &ProxyConfig) -> io::Result<ProxyHandle> {
         completion_relay::check(cfg)?;
-        let opts = ListenOptions {
-            backlog: cfg.backlog,
-            ..ListenOptions::default()
-        };
-        let listener = evq_os::listen(cfg.listen, opts)?;
-        let addr = evq_os::socket::local_addr(listener.as_raw_fd())?;
+        let (listener, addr) = listen(cfg)?;
         let stop = Arc::new(AtomicBool::new(false));
         let (cfg, flag) = (cfg.clone(), stop.clone());
         // The ring belongs to the thread that uses it: built there.
@@ -174,6 +164,17 @@ impl Drop for ProxyHandle {
             let _ = self.join();
         }
     }
+}
+
+/// The listening socket `cfg` asks for, and the address it got.
+fn listen(cfg: &ProxyConfig) -> io::Result<(OwnedFd, SocketAddr)> {
+    let opts = ListenOptions {
+        backlog: cfg.backlog,
+        ..ListenOptions::default()
+    };
+    let listener = evq_os::listen(cfg.listen, opts)?;
+    let addr = evq_os::socket::local_addr(listener.as_raw_fd())?;
+    Ok((listener, addr))
 }
 
 /// Runs a proxy until SIGINT/SIGTERM (with `cfg.handle_signals`).

@@ -18,6 +18,51 @@ use super::Relay;
 /// Idle descriptors closed, at most, when an accept met `EMFILE`.
 pub(crate) const EXHAUSTED_BATCH: usize = 32;
 
+/// What to close for room, in the order above: clients answered once, then
+/// pooled origin connections, then keep-alive clients in use. Shared by
+/// both relays (the completion relay's is `completion_relay.rs`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Victims {
+    /// Idle clients answered once (or not at all), longest idle first.
+    pub(crate) clients_first: Vec<usize>,
+    /// Pooled origin connections to close from the pool's bottom (its
+    /// longest idle: the pool is a stack).
+    pub(crate) from_pool: usize,
+    /// Idle keep-alive clients in use, longest idle first.
+    pub(crate) clients_then: Vec<usize>,
+}
+
+impl Victims {
+    /// How many descriptors they are.
+    pub(crate) fn count(&self) -> usize {
+        self.clients_first.len() + self.from_pool + self.clients_then.len()
+    }
+}
+
+/// Up to `n` victims among the idle clients `(in use, deadline, slot)` and
+/// a pool of `pool` connections of which the last `pool_kept` stay.
+pub(crate) fn victims(
+    idle: &mut [(bool, std::time::Instant, usize)],
+    pool: usize,
+    pool_kept: usize,
+    n: usize,
+) -> Victims {
+    idle.sort_unstable();
+    let singles = idle.iter().take_while(|(in_use, ..)| !in_use).count();
+    let clients_first: Vec<usize> = idle[..singles].iter().take(n).map(|v| v.2).collect();
+    let from_pool = (n - clients_first.len()).min(pool.saturating_sub(pool_kept));
+    let clients_then = idle[singles..]
+        .iter()
+        .take(n - clients_first.len() - from_pool)
+        .map(|v| v.2)
+        .collect();
+    Victims {
+        clients_first,
+        from_pool,
+        clients_then,
+    }
+}
+
 impl Relay {
     /// Closes up to `n` idle descriptors in the order above — never the more
     /// recently active half of the idle clients (`worker/reclaim.rs` says
@@ -32,23 +77,18 @@ impl Relay {
             .collect();
         idle.sort_unstable();
         idle.truncate(idle.len().div_ceil(2));
-        let singles = idle.iter().take_while(|(in_use, ..)| !in_use).count();
-        let mut closed = 0;
-        for &(_, _, i) in idle[..singles].iter().take(n) {
+        let v = victims(&mut idle, self.pool.len(), 0, n);
+        for &i in &v.clients_first {
             self.close_client(i);
-            closed += 1;
         }
-        // The pool is a stack: its bottom is the longest idle.
-        let from_pool = (n - closed).min(self.pool.len());
-        let pooled: Vec<usize> = self.pool.drain(..from_pool).collect();
+        let pooled: Vec<usize> = self.pool.drain(..v.from_pool).collect();
         for o in pooled {
             self.close_origin(o);
         }
-        closed += from_pool;
-        for &(_, _, i) in idle[singles..].iter().take(n - closed) {
+        for &i in &v.clients_then {
             self.close_client(i);
-            closed += 1;
         }
+        let closed = v.count();
         self.report.idle_reclaimed += closed as u64;
         closed
     }
@@ -62,5 +102,35 @@ impl Relay {
             && c.out_pos >= c.out.len()
             && !c.close_after
             && !c.lingering
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn singles_then_the_pool_then_clients_in_use_oldest_first() {
+        let t = Instant::now();
+        let at = |s| t + Duration::from_secs(s);
+        let mut idle = vec![
+            (true, at(1), 10),
+            (false, at(5), 11),
+            (false, at(2), 12),
+            (true, at(0), 13),
+        ];
+        let v = victims(&mut idle, 3, 0, 10);
+        assert_eq!(v.clients_first, [12, 11]);
+        assert_eq!(v.from_pool, 3);
+        assert_eq!(v.clients_then, [13, 10]);
+        assert_eq!(v.count(), 7);
+        // The pool's last connections stay; fewer asked, fewer given.
+        let v = victims(&mut idle, 3, 2, 4);
+        assert_eq!(
+            (v.clients_first.len(), v.from_pool, v.clients_then),
+            (2, 1, vec![13])
+        );
+        assert_eq!(victims(&mut idle, 3, 0, 1).count(), 1);
     }
 }
