@@ -193,6 +193,16 @@ impl Sock {
         }
     }
 
+    /// The send in flight completed: its buffer goes to the spares. Whether
+    /// it carried bytes.
+    fn send_done(&mut self, c: &mut Completion, spare: &mut Vec<Vec<u8>>) -> bool {
+        self.send = None;
+        if let Some(b) = c.take_buffers().and_then(|mut bufs| bufs.pop()) {
+            give(spare, b);
+        }
+        std::mem::take(&mut self.in_flight_bytes)
+    }
+
     /// Starts a close (quirk a). A send still in flight is cancelled, and the
     /// connection reset: its peer must not take a cut-off reply for a whole one.
     fn begin_close(&mut self, ring: &mut CompletionRing) {
@@ -597,15 +607,7 @@ impl CompletionRelay {
             }
             OpKind::Send => {
                 let cl = &mut self.clients[i];
-                cl.sock.send = None;
-                let sent = cl.sock.in_flight_bytes;
-                cl.sock.in_flight_bytes = false;
-                if let Some(mut bufs) = c.take_buffers() {
-                    if let Some(mut b) = bufs.pop() {
-                        b.clear();
-                        give(&mut self.spare, b);
-                    }
-                }
+                let sent = cl.sock.send_done(c, &mut self.spare);
                 if c.result().is_err() {
                     return self.close_client(i);
                 }
@@ -652,14 +654,7 @@ impl CompletionRelay {
             }
             OpKind::Send => {
                 let or = &mut self.origins[o];
-                or.sock.send = None;
-                or.sock.in_flight_bytes = false;
-                if let Some(mut bufs) = c.take_buffers() {
-                    if let Some(mut b) = bufs.pop() {
-                        b.clear();
-                        give(&mut self.spare, b);
-                    }
-                }
+                or.sock.send_done(c, &mut self.spare);
                 if c.result().is_err() && !or.sock.closing {
                     return self.origin_gone(o);
                 }
