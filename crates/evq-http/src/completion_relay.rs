@@ -82,6 +82,7 @@ use crate::sys::{self, later};
 use crate::token::{decode, next_generation, token, Kind};
 use evq::completion::{Completion, CompletionRing, Completions, OpId, OpKind};
 use evq_wire::Framing;
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -315,7 +316,7 @@ pub(crate) struct CompletionRelay {
     free_origins: Vec<usize>,
     pool: Vec<usize>,
     /// Clients waiting for a descriptor to reach the origin (quirk g).
-    waiting: Vec<usize>,
+    waiting: VecDeque<usize>,
     /// Closes queued and not yet complete (each frees a descriptor).
     closes_pending: usize,
     /// An exchange finished this round (its client may be idle now).
@@ -374,7 +375,7 @@ impl CompletionRelay {
             origins: Vec::new(),
             free_origins: Vec::new(),
             pool: Vec::new(),
-            waiting: Vec::new(),
+            waiting: VecDeque::new(),
             closes_pending: 0,
             answered_since: false,
             spare_fds: Vec::new(),
@@ -837,7 +838,7 @@ impl CompletionRelay {
         };
         if emfile && (self.reclaim_idle(1) > 0 || self.closes_pending > 0 || busy(self)) {
             self.clients[i].waiting = true;
-            self.waiting.push(i);
+            self.waiting.push_back(i);
             // The descriptors freed go to exchanges under way before new
             // clients: the accept waits until none is waiting.
             self.pause_accept();
@@ -850,8 +851,7 @@ impl CompletionRelay {
     /// The first exchange still waiting for an origin connection, taken off
     /// the queue.
     fn next_waiting(&mut self) -> Option<usize> {
-        while !self.waiting.is_empty() {
-            let i = self.waiting.remove(0);
+        while let Some(i) = self.waiting.pop_front() {
             let cl = &mut self.clients[i];
             if cl.waiting && cl.sock.open() {
                 cl.waiting = false;
