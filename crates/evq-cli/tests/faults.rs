@@ -55,7 +55,7 @@ fn short_faults_leave_the_programs_up_with_their_checks_held() {
         "--quick",
         "--json",
         "--only",
-        "serve/pipeline-100,serve/huge-headers,load/origin-reset,serve/trickle,serve/descriptor-exhaustion,serve-completion/descriptor-exhaustion,serve-completion/sigterm,proxy-completion/descriptor-exhaustion,proxy-completion/sigterm",
+        "serve/pipeline-100,serve/huge-headers,load/origin-reset,serve/trickle,serve/descriptor-exhaustion,serve-completion/descriptor-exhaustion,serve-completion/sigterm,proxy-completion/descriptor-exhaustion,proxy-completion/sigterm,proxy-completion/reset-mid-request",
     ]);
     let rows: Vec<FaultRow> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -64,7 +64,10 @@ fn short_faults_leave_the_programs_up_with_their_checks_held() {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    assert_eq!(rows.len(), 9);
+    // proxy-completion/reset-mid-request guards evq::completion's quirk o (a
+    // reset missed by a multishot recv held a descriptor until the idle
+    // timeout in about one run in eight under load).
+    assert_eq!(rows.len(), 10);
     for r in &rows {
         let id = format!("{}/{}", r.target, r.fault);
         assert_eq!(r.error, None, "{id}");

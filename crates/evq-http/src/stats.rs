@@ -433,6 +433,10 @@ pub struct ProxyReport {
     pub overload: OverloadCounts,
     /// `io_uring_enter` calls (`--io completion`; 0 on readiness).
     pub io_uring_enters: u64,
+    /// Clients whose bytes left a request head unfinished and that a peek
+    /// then found reset, closed at once (`--io completion`, whose multishot
+    /// recv can miss such a reset; 0 on readiness).
+    pub resets_peeked: u64,
 }
 
 impl std::fmt::Display for ProxyReport {
@@ -466,9 +470,10 @@ impl std::fmt::Display for ProxyReport {
         if self.io_uring_enters > 0 {
             write!(
                 f,
-                "; io_uring_enter calls {} ({:.3} per request)",
+                "; io_uring_enter calls {} ({:.3} per request), {} resets peeked",
                 self.io_uring_enters,
-                self.io_uring_enters as f64 / self.requests.max(1) as f64
+                self.io_uring_enters as f64 / self.requests.max(1) as f64,
+                self.resets_peeked
             )?;
         }
         Ok(())

@@ -144,6 +144,22 @@
 //!    completion and saves nothing. The crossover near 8 KiB reported for real
 //!    NICs (compio#771) cannot be checked here; use send_zc only for large
 //!    buffers to remote peers, and measure there.
+//! o) **A multishot recv can miss a reset that follows bytes.** Seen on Linux
+//!    6.18: a TCP peer that sends a few bytes and resets at once can leave the
+//!    recv with its data completion (`IORING_CQE_F_MORE` set) and then nothing —
+//!    no error, no end — while `poll` on the socket says `POLLERR | POLLHUP`
+//!    and `SO_ERROR` holds `ECONNRESET`. About one such peer in 10,000–40,000
+//!    under CPU load, with or without `DEFER_TASKRUN` (a C program on liburing
+//!    shows the same: not this crate). The likely path: the recv reads the
+//!    bytes, TCP's "more to read" hint says the queue is empty (it counts a
+//!    FIN, not a reset), so the kernel waits for the next wake-up — which the
+//!    reset already spent. A FIN is not missed. Nothing here can see it
+//!    without a system call, so the caller decides when one is worth it: a
+//!    loop that waits for the rest of a message after such bytes peeks once
+//!    (`MSG_PEEK | MSG_DONTWAIT`: an error other than `EAGAIN` means the peer
+//!    is gone); a complete message needs no peek, since the reply's send fails
+//!    on a dead socket. `evq serve --io completion` and `evq proxy --io
+//!    completion` do this for unfinished request heads.
 
 /// Builds an SQE on a [`Target`]: `$f` is io-uring's `types::Fd` or `types::Fixed`
 /// (every opcode builder is generic over the two), `$build` the builder call.
