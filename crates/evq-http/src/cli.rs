@@ -193,8 +193,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub json: bool,
     /// I/O model: readiness (an evq backend) or completion (io_uring accepts,
-    /// receives and sends; --backend and --overload do not apply, and --shed, a
-    /// stats path or a status listener are refused; see `serve_completion`).
+    /// receives and sends; --backend does not apply; --overload takes none or
+    /// pulse, the default, without --deadline; --shed, a stats path or a
+    /// status listener are refused; see `serve_completion`).
     #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
     pub io: IoModel,
 }
@@ -399,8 +400,9 @@ pub fn run_serve(args: &ServeArgs) -> io::Result<()> {
     if args.io == IoModel::Completion {
         let report = crate::serve_completion(&cfg, |addr| {
             eprintln!(
-                "evq serve: listening on {addr} ({} thread(s), io_uring completions; no overload control: --overload is the readiness server's)",
-                cfg.threads
+                "evq serve: listening on {addr} ({} thread(s), io_uring completions, overload control {})",
+                cfg.threads,
+                cfg.overload.policy.name()
             )
         })?;
         if args.json {

@@ -58,10 +58,18 @@
 //!    by a closed socket), answers what is under way with `Connection: close`,
 //!    and ends the thread when the last connection has closed or `--grace` is
 //!    over.
-//! h) **Not here** (refused with a clear error): load shedding (`--shed`), the
-//!    stats path and the status listener. Overload control (`--overload`) is the
-//!    readiness server's: completions accept as fast as the kernel hands
-//!    connections over.
+//! h) **Overload** (`--overload pulse`, the default; `completion_pulse.rs`): a
+//!    multishot accept empties the listen queue at every entry to the kernel,
+//!    so the queue stands in the server, as new connections whose first
+//!    request waits. When it stands (CoDel's test on their wait from accept to
+//!    first answer) and more wait than the thread answers in
+//!    `--queue-target`, the accept is cancelled and the listener shut
+//!    (`shutdown`): the kernel resets new clients at once, at no cost here,
+//!    while the batch is served; it listens again before the batch's last two
+//!    and pulses end when arrivals slow. `--overload none` serves everyone
+//!    however late. Not here (refused with a clear error): `--overload
+//!    seed001`, `gate`, `codel`, `--deadline`, load shedding (`--shed`), the
+//!    stats path and the status listener.
 //! i) **A reset can be missed** (`evq::completion`'s quirk on multishot recv):
 //!    a client that sends part of a request and resets at once can leave its
 //!    recv armed on a dead socket with no completion to end it, holding a
@@ -70,7 +78,9 @@
 //!    (`evq_os::socket::has_failed`); a reset closes the connection. A
 //!    request that arrives whole, as nearly every one does, costs nothing.
 
+use crate::completion_pulse::{Action, Pulse};
 use crate::date::DateCache;
+use crate::overload::{self, OverloadConfig, OverloadPolicy};
 use crate::request::{handle_request, Body, Content, FileRoot, Outcome, Scratch, Site};
 use crate::{sys, ServeConfig};
 use evq::completion::{CompletionRing, Completions, OpId, OpKind};
@@ -87,6 +97,13 @@ pub const OUTPUT_HOLD: usize = 64 * 1024;
 /// A keep-alive client in use (several requests answered) that was active this
 /// recently is not closed to make room (quirk f).
 const RECENTLY_ACTIVE: Duration = Duration::from_secs(1);
+/// Completions taken at a time while `--overload pulse` is engaged (quirk h):
+/// with DEFER_TASKRUN the kernel accepts only while the loop waits in it, so
+/// a batch's work is as long as new clients go unseen.
+const PULSE_BATCH: usize = 16;
+/// How often `--overload pulse` looks again within a batch of completions
+/// (quirk h).
+const PULSE_LOOK: Duration = Duration::from_millis(1);
 /// A file body is read into the send buffer this much at a time.
 const FILE_CHUNK: usize = 64 * 1024;
 
@@ -123,13 +140,17 @@ pub struct CompletionServeReport {
     /// Connections whose bytes left a request unfinished and that a peek then
     /// found reset, closed at once (quirk i).
     pub resets_peeked: u64,
+    /// Times `--overload pulse` stopped listening (quirk h).
+    pub pulses: u64,
+    /// Microseconds spent not listening.
+    pub not_listening_us: u64,
 }
 
 impl std::fmt::Display for CompletionServeReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "io: completion; accepted {}; requests {}; io_uring_enter calls {} ({:.3} per request); ENOBUFS re-arms {}; timed out {}; receives paused {}; out of descriptors {}; idle closed for room {}; resets peeked {}",
+            "io: completion; accepted {}; requests {}; io_uring_enter calls {} ({:.3} per request); ENOBUFS re-arms {}; timed out {}; receives paused {}; out of descriptors {}; idle closed for room {}; resets peeked {}; pulses {} (not listening {:.3} s)",
             self.accepted,
             self.requests,
             self.enters,
@@ -139,7 +160,9 @@ impl std::fmt::Display for CompletionServeReport {
             self.paused,
             self.fd_exhausted,
             self.reclaimed,
-            self.resets_peeked
+            self.resets_peeked,
+            self.pulses,
+            self.not_listening_us as f64 / 1e6
         )
     }
 }
@@ -160,6 +183,8 @@ impl CompletionServeReport {
         self.fd_exhausted += r.fd_exhausted;
         self.reclaimed += r.reclaimed;
         self.resets_peeked += r.resets_peeked;
+        self.pulses += r.pulses;
+        self.not_listening_us += r.not_listening_us;
     }
 }
 
@@ -214,6 +239,13 @@ struct Conn {
     /// The thread's event count at this connection's last completion: an
     /// exact least-recently-active order (quirk f).
     last_active: u64,
+    /// Its first request is in and not answered yet (counted in
+    /// `completion_pulse.rs`).
+    awaiting_first: bool,
+    /// The pulse's count of drains at its accept, and whether
+    /// its first request has come in (quirk h).
+    accept_entry: u32,
+    request_seen: bool,
 }
 
 /// The two timeouts and the sweep's period (quirk d).
@@ -270,7 +302,8 @@ fn refuse(what: &str) -> io::Error {
 ///
 /// # Errors
 /// A setting the completion server does not have (`--shed`, a stats path, a
-/// status listener), an unreadable `--root`, a kernel without the completion
+/// status listener, `--overload` other than none or pulse, `--deadline`), an
+/// unreadable `--root`, a kernel without the completion
 /// API, bind errors, or a ring error.
 pub fn serve_completion(
     cfg: &ServeConfig,
@@ -284,6 +317,18 @@ pub fn serve_completion(
     }
     if cfg.status_listen.is_some() {
         return Err(refuse("--status-listen"));
+    }
+    match cfg.overload.policy {
+        OverloadPolicy::None | OverloadPolicy::Pulse => {}
+        other => {
+            return Err(refuse(&format!(
+                "--overload {} (it takes none or pulse)",
+                other.name()
+            )))
+        }
+    }
+    if cfg.overload.deadline.is_some() {
+        return Err(refuse("--deadline"));
     }
     cfg.validate()?;
     evq_os::signals::stop_on_signals()?;
@@ -309,12 +354,13 @@ pub fn serve_completion(
     drop(CompletionRing::new()?);
     on_listening(addr);
     let timeouts = Timeouts::of(cfg);
+    let (overload, backlog) = (cfg.overload, cfg.backlog);
     let threads: Vec<_> = listeners
         .into_iter()
         .map(|l| {
             let sites = sites.clone();
             let body = body.clone();
-            std::thread::spawn(move || run_thread(l, &sites, &body, timeouts))
+            std::thread::spawn(move || run_thread(l, &sites, &body, timeouts, overload, backlog))
         })
         .collect();
     let mut total = CompletionServeReport::default();
@@ -350,6 +396,10 @@ struct Thread<'a> {
     descriptor_freed: bool,
     /// Connection completions handled (the order of `Conn::last_active`).
     events: u64,
+    /// `--overload pulse` (quirk h); `None` for `--overload none`.
+    pulse: Option<Pulse>,
+    /// This round's wait of a new request was read (quirk h).
+    wait_sampled: bool,
 }
 
 fn run_thread(
@@ -357,6 +407,8 @@ fn run_thread(
     sites: &[Site; 2],
     body: &[u8],
     timeouts: Timeouts,
+    overload: OverloadConfig,
+    backlog: i32,
 ) -> io::Result<CompletionServeReport> {
     let site = &sites[0];
     let mut t = Thread {
@@ -375,11 +427,18 @@ fn run_thread(
         accept_waiting: false,
         descriptor_freed: false,
         events: 0,
+        pulse: (overload.policy == OverloadPolicy::Pulse)
+            .then(|| Pulse::new(overload.queue_target, overload.interval, Instant::now())),
+        wait_sampled: false,
     };
     let lfd = listener.as_raw_fd();
+    let listen_addr = listener.local_addr()?;
     let mut listener = Some(listener);
     let mut accept = Some(t.ring.accept_multishot(lfd, ACCEPT));
-    let mut batch = Completions::with_capacity(256);
+    let mut full = Completions::with_capacity(256);
+    // While the pulse is engaged (quirk h), batches this small bring the
+    // kernel's accepts to the loop every few milliseconds of work.
+    let mut small = Completions::with_capacity(PULSE_BATCH);
     let mut next_sweep = t.now + timeouts.sweep;
     let mut stop_at: Option<Instant> = None;
     loop {
@@ -403,13 +462,42 @@ fn run_thread(
                 break;
             }
         }
-        let wait = next_sweep
-            .saturating_duration_since(t.now)
-            .min(Duration::from_millis(200));
-        t.ring.get_next_completion(&mut batch, Some(wait))?;
+        // Not listening (quirk h), the loop looks again soon: the listener
+        // opens again within an interval even if nothing completes.
+        let most = if t.pulse.as_ref().is_some_and(|p| !p.listening()) {
+            Duration::from_millis(10)
+        } else {
+            Duration::from_millis(200)
+        };
+        let wait = next_sweep.saturating_duration_since(t.now).min(most);
+        let batch = if t.pulse.as_ref().is_some_and(Pulse::engaged) {
+            &mut small
+        } else {
+            &mut full
+        };
+        t.ring.get_next_completion(batch, Some(wait))?;
+        if let (true, Some(p)) = (batch.len() < batch.capacity(), t.pulse.as_mut()) {
+            // Every completion the kernel had is in this batch.
+            p.drained();
+        }
         t.now = Instant::now();
         t.date.refresh();
-        for c in batch.iter_mut() {
+        t.wait_sampled = t.pulse.is_none();
+
+        let mut decided = t.now;
+        for (k, c) in batch.iter_mut().enumerate() {
+            // Quirk h: a batch of completions can hold far more work than
+            // the queue target (each request's `--work-us`); the pulse looks
+            // again within it, every millisecond or so.
+            if k % 8 == 7 && stop_at.is_none() && t.pulse.is_some() {
+                let now = Instant::now();
+                if now.saturating_duration_since(decided) >= PULSE_LOOK {
+                    t.now = now;
+                    decided = now;
+                    t.wait_sampled = false;
+                    t.pulse_round(&mut accept, lfd, listen_addr, backlog);
+                }
+            }
             if c.token() == ACCEPT {
                 if !c.more() && accept == Some(c.op()) {
                     accept = None;
@@ -422,6 +510,8 @@ fn run_thread(
                     }
                     Some(fd) => t.admit(fd),
                     None if c.more() || stop_at.is_some() => {}
+                    // Ended by the pulse's cancel or shutdown (quirk h).
+                    None if !t.listening() => {}
                     // Out of descriptors (quirk f): the connection waits in the
                     // backlog while an idle connection makes room; accepting
                     // again at once would fail again, round after round.
@@ -443,7 +533,10 @@ fn run_thread(
                 t.completed(c);
             }
         }
-        if t.accept_waiting && (t.descriptor_freed || t.now >= next_sweep) {
+        if stop_at.is_none() {
+            t.pulse_round(&mut accept, lfd, listen_addr, backlog);
+        }
+        if t.accept_waiting && t.listening() && (t.descriptor_freed || t.now >= next_sweep) {
             // A descriptor came back (or a sweep's time passed): try again.
             t.accept_waiting = false;
             t.descriptor_freed = false;
@@ -460,6 +553,10 @@ fn run_thread(
             next_sweep = t.now + every;
         }
     }
+    if let Some(p) = t.pulse.as_ref() {
+        t.report.pulses = p.pulses;
+        t.report.not_listening_us = u64::try_from(p.closed_for.as_micros()).unwrap_or(u64::MAX);
+    }
     let stats = t.ring.stats();
     t.report.enters = stats.enters;
     t.report.enobufs_rearms = stats.enobufs_rearms;
@@ -475,6 +572,37 @@ fn run_thread(
 }
 
 impl Thread<'_> {
+    /// Whether the listener listens (always, but in a pulse's closed phase).
+    fn listening(&self) -> bool {
+        self.pulse.as_ref().is_none_or(Pulse::listening)
+    }
+
+    /// `--overload pulse` after a round of completions (quirk h): stops
+    /// listening while a batch of new clients is served, or listens again.
+    fn pulse_round(&mut self, accept: &mut Option<OpId>, lfd: i32, addr: SocketAddr, backlog: i32) {
+        let Some(p) = self.pulse.as_mut() else {
+            return;
+        };
+        let action = p.decide(self.now);
+        match action {
+            Action::Keep => {}
+            Action::StopListening => {
+                if let Some(id) = accept.take() {
+                    self.ring.cancel(id, CANCEL);
+                }
+                overload::stop_listening(lfd);
+            }
+            Action::ListenAgain => {
+                // A socket that cannot listen again is left as a failed
+                // listener is: the accept fails and goes again each sweep.
+                let _ = overload::listen_again(lfd, addr, backlog);
+                if accept.is_none() && !self.accept_waiting {
+                    *accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
+                }
+            }
+        }
+    }
+
     fn token(&self, fd: i32) -> u64 {
         (self.generations[fd as usize] as u64) << 32 | fd as u64
     }
@@ -482,6 +610,8 @@ impl Thread<'_> {
     /// A new connection: its slot, its recv, an idle deadline.
     fn admit(&mut self, fd: i32) {
         self.report.accepted += 1;
+        let now = self.now;
+        let accept_entry = self.pulse.as_mut().map_or(0, |p| p.accepted(now));
         let slot = fd as usize;
         if self.conns.len() <= slot {
             self.conns.resize_with(slot + 1, || None);
@@ -501,6 +631,9 @@ impl Thread<'_> {
             deadline: self.now + self.timeouts.idle,
             answered: 0,
             last_active: self.events,
+            awaiting_first: true,
+            accept_entry,
+            request_seen: false,
         });
     }
 
@@ -526,8 +659,25 @@ impl Thread<'_> {
                             // A request starts: the header timeout runs.
                             conn.deadline = self.now + self.timeouts.header;
                         }
+                        if conn.awaiting_first && !conn.request_seen {
+                            conn.request_seen = true;
+                            if let Some(p) = self.pulse.as_mut() {
+                                p.request_in(conn.accept_entry);
+                            }
+                        }
                         io.input.extend_from_slice(data);
+                        let first = conn.awaiting_first;
                         self.answer(&mut conn, &mut io);
+                        if first && !conn.awaiting_first && !self.wait_sampled {
+                            // Quirk h: the round's sample of how long new
+                            // requests wait.
+                            self.wait_sampled = true;
+                            if let (Some(p), Ok(ms)) =
+                                (self.pulse.as_mut(), overload::queue_delay_ms(fd))
+                            {
+                                p.waited(Duration::from_millis(u64::from(ms)));
+                            }
+                        }
                         if c.more()
                             && !io.input.is_empty()
                             && io.out.is_empty()
@@ -588,6 +738,9 @@ impl Thread<'_> {
             OpKind::Close => {
                 self.release_io(io);
                 self.descriptor_freed = true;
+                if let (true, Some(p)) = (conn.awaiting_first, self.pulse.as_mut()) {
+                    p.settled(conn.accept_entry, conn.request_seen, false);
+                }
                 return;
             }
             _ => {}
@@ -644,6 +797,12 @@ impl Thread<'_> {
                     consumed += reply.consumed;
                     self.report.requests += 1;
                     conn.answered = conn.answered.saturating_add(1);
+                    if let (true, Some(p)) = (
+                        std::mem::take(&mut conn.awaiting_first),
+                        self.pulse.as_mut(),
+                    ) {
+                        p.settled(conn.accept_entry, conn.request_seen, true);
+                    }
                     if reply.status < 400 {
                         self.site.work();
                     }

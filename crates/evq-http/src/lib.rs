@@ -32,6 +32,7 @@
 mod buffers;
 #[cfg(feature = "cli")]
 mod cli;
+mod completion_pulse;
 mod completion_relay;
 mod completion_server;
 mod config;

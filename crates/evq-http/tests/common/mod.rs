@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod flood;
+
 use evq::BackendKind;
 use evq_http::{ServeConfig, ServerHandle};
 use std::io::{Read, Write};

@@ -1,0 +1,380 @@
+//! `--overload pulse` for `evq serve --io completion`: the readiness server's
+//! pulse (`overload.rs`), rebuilt for a loop whose accept the kernel runs.
+//!
+//! Why it has to differ: a multishot accept takes every connection the listen
+//! queue holds each time the loop enters the kernel, so the queue never
+//! stands where `TCP_INFO` could see it; it stands in the server, as accepted
+//! connections whose first request waits its turn. At three times its
+//! capacity with no control, the completion server answered 27% of its
+//! capacity in time and let 93% of the clients time out (1 thread,
+//! `--work-us 400`, clients that give up after 0.5 s): every request was
+//! answered after its client had left.
+//!
+//! What it measures: how long a new connection's first request waited before
+//! its answer — `TCP_INFO`'s time since the request's packet, read for the
+//! first new connection answered in each round of completions (the loop's own
+//! clock cannot see it: a connection accepted and answered in one round
+//! waited in the listen queue since the round before, unseen). CoDel's test on it (the least wait over an `interval` above
+//! `queue_target`) says the queue stands; a burst worked off within the
+//! interval (a crowd connecting at once) does not. Keep-alive clients and
+//! connections that never send (`evq dead`'s) are not measured: only work
+//! that new clients wait for counts, as in the readiness pulse.
+//!
+//! What it does while the queue stands and more new requests wait than the
+//! server answers in `queue_target`: the loop cancels its accept and stops
+//! listening (`shutdown`), so the kernel answers each new client's SYN with a
+//! reset, in softirq, at no cost to the server; it serves the batch it holds
+//! and listens again before the batch's last [`PULSE_LEAD`], so the next
+//! arrivals are queued by the time it is done. Pulses end when connections
+//! arrive no faster than the server answered new ones over the last interval.
+//! The listener never stays shut longer than an `interval`: a batch that does
+//! not drain (its clients went quiet) cannot keep the server deaf.
+
+use crate::overload::PULSE_LEAD;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Fewest new connections a batch may hold, whatever the rate estimate says.
+const MIN_BATCH: usize = 4;
+/// Drains of the ring's completions after which (and an interval) a
+/// connection whose request was never seen counts as idle: its recv, armed
+/// after its accept, has had a drain more to bring its request.
+const EXPIRY_ENTRIES: u32 = 3;
+/// Fewest arrivals an open pulse counts before it may judge the arrival rate
+/// slower than the service.
+const MIN_SAMPLE: u32 = 4;
+
+/// What the loop does with its listener after a round of completions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Nothing changes.
+    Keep,
+    /// Cancel the accept and stop listening.
+    StopListening,
+    /// Listen again and arm the accept.
+    ListenAgain,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    /// Listening, no overload seen.
+    Normal,
+    /// Not listening since `since`, serving a batch.
+    Closed { since: Instant },
+    /// Pulsing, listening again since `since`; `arrivals` accepted since.
+    Open { since: Instant, arrivals: u32 },
+}
+
+/// One loop's pulse state.
+#[derive(Clone, Debug)]
+pub(crate) struct Pulse {
+    target: Duration,
+    interval: Duration,
+    /// New connections first answered in the current interval, and its start.
+    served: u32,
+    since: Instant,
+    /// New connections first answered per second over the last interval.
+    rate: f64,
+    /// CoDel: least wait of a first answer this interval, and whether the
+    /// last interval found the queue standing.
+    min_wait: Option<Duration>,
+    standing: bool,
+    phase: Phase,
+    /// Times the loop drained the ring's completions so far.
+    entry: u32,
+    /// New connections whose request has not been seen yet, by the count of
+    /// drains when they were accepted: that count, when, how many. Their
+    /// request may wait in the ring, unseen behind other completions (under
+    /// overload thousands queue there); but one still unseen an `interval`
+    /// and [`EXPIRY_ENTRIES`] drains later has not sent it (an idle
+    /// connection, as `evq dead` holds), and drops out.
+    unseen: VecDeque<(u32, Instant, u32)>,
+    unseen_total: usize,
+    /// New connections whose first request is in and not answered yet.
+    seen: usize,
+    /// Times the listener was shut.
+    pub(crate) pulses: u64,
+    /// Time spent not listening.
+    pub(crate) closed_for: Duration,
+}
+
+impl Pulse {
+    /// A pulse aiming at `target` of queueing, judged every `interval`.
+    pub(crate) fn new(target: Duration, interval: Duration, now: Instant) -> Pulse {
+        Pulse {
+            target,
+            interval,
+            served: 0,
+            since: now,
+            rate: 0.0,
+            min_wait: None,
+            standing: false,
+            phase: Phase::Normal,
+            entry: 0,
+            unseen: VecDeque::new(),
+            unseen_total: 0,
+            seen: 0,
+            pulses: 0,
+            closed_for: Duration::ZERO,
+        }
+    }
+
+    /// The loop took every completion the kernel had: what was accepted
+    /// before has had its request delivered, if it sent one.
+    pub(crate) fn drained(&mut self) {
+        self.entry = self.entry.wrapping_add(1);
+    }
+
+    /// A connection was accepted at `now`; the entry to hand back with its
+    /// [`Pulse::request_in`] and [`Pulse::settled`].
+    pub(crate) fn accepted(&mut self, now: Instant) -> u32 {
+        if let Phase::Open { arrivals, .. } = &mut self.phase {
+            *arrivals = arrivals.saturating_add(1);
+        }
+        match self.unseen.back_mut() {
+            Some((e, _, n)) if *e == self.entry => *n += 1,
+            _ => self.unseen.push_back((self.entry, now, 1)),
+        }
+        self.unseen_total += 1;
+        self.entry
+    }
+
+    /// Takes one connection of `entry` off the unseen count, if it is still
+    /// counted there.
+    fn unseen_gone(&mut self, entry: u32) {
+        // Recent entries are near the back.
+        if let Some(e) = self.unseen.iter_mut().rev().find(|e| e.0 == entry) {
+            if e.2 > 0 {
+                e.2 -= 1;
+                self.unseen_total -= 1;
+            }
+        }
+    }
+
+    /// The first request of a connection accepted at `entry` came in.
+    pub(crate) fn request_in(&mut self, entry: u32) {
+        self.unseen_gone(entry);
+        self.seen += 1;
+    }
+
+    /// A connection accepted at `entry` no longer waits: its first request
+    /// was answered (`answered`), or it closed; `seen` as [`Pulse::request_in`]
+    /// was told.
+    pub(crate) fn settled(&mut self, entry: u32, seen: bool, answered: bool) {
+        if answered {
+            self.served = self.served.saturating_add(1);
+        }
+        if seen {
+            self.seen -= 1;
+        } else {
+            self.unseen_gone(entry);
+        }
+    }
+
+    /// A new connection's first request waited this long before its answer.
+    pub(crate) fn waited(&mut self, waited: Duration) {
+        self.min_wait = Some(self.min_wait.map_or(waited, |m| m.min(waited)));
+    }
+
+    /// New connections not answered yet: requests in, and those accepted
+    /// lately whose request is not seen yet.
+    fn waiting(&self) -> usize {
+        self.seen + self.unseen_total
+    }
+
+    /// Whether overload was seen: the queue stood in the last interval, or
+    /// pulses are under way.
+    pub(crate) fn engaged(&self) -> bool {
+        self.standing || self.phase != Phase::Normal
+    }
+
+    /// Whether the listener is open.
+    pub(crate) fn listening(&self) -> bool {
+        !matches!(self.phase, Phase::Closed { .. })
+    }
+
+    /// Most new requests a batch holds: what the loop answers in `target` at
+    /// its recent rate.
+    fn batch(&self) -> usize {
+        ((self.rate * self.target.as_secs_f64()) as usize).max(MIN_BATCH)
+    }
+
+    /// After a round of completions: what to do with the listener.
+    pub(crate) fn decide(&mut self, now: Instant) -> Action {
+        while let Some(&(entry, at, n)) = self.unseen.front() {
+            let old = now.saturating_duration_since(at) >= self.interval
+                && self.entry.wrapping_sub(entry) >= EXPIRY_ENTRIES;
+            if !old {
+                break;
+            }
+            self.unseen_total -= n as usize;
+            self.unseen.pop_front();
+        }
+        let waiting = self.waiting();
+        let elapsed = now.saturating_duration_since(self.since);
+        if elapsed >= self.interval {
+            self.rate = f64::from(self.served) / elapsed.as_secs_f64();
+            self.standing = self.min_wait.is_some_and(|w| w > self.target);
+            self.served = 0;
+            self.min_wait = None;
+            self.since = now;
+        }
+        let batch = self.batch();
+        match self.phase {
+            Phase::Normal if self.standing && waiting > batch => self.close(now),
+            Phase::Normal => Action::Keep,
+            Phase::Closed { since } => {
+                let shut = now.saturating_duration_since(since);
+                if waiting <= PULSE_LEAD || shut >= self.interval {
+                    self.closed_for += shut;
+                    self.phase = Phase::Open {
+                        since: now,
+                        arrivals: 0,
+                    };
+                    Action::ListenAgain
+                } else {
+                    Action::Keep
+                }
+            }
+            Phase::Open { since, arrivals } => {
+                let open_for = now.saturating_duration_since(since);
+                if waiting >= batch {
+                    return self.close(now);
+                }
+                // Arrivals no faster than the service (or the listener open a
+                // whole interval without filling a batch): the overload is over.
+                let slow = arrivals >= MIN_SAMPLE
+                    && self.rate > 0.0
+                    && f64::from(arrivals) / open_for.as_secs_f64().max(1e-6) <= self.rate;
+                if slow || open_for >= self.interval {
+                    self.phase = Phase::Normal;
+                }
+                Action::Keep
+            }
+        }
+    }
+
+    fn close(&mut self, now: Instant) -> Action {
+        self.pulses += 1;
+        self.phase = Phase::Closed { since: now };
+        Action::StopListening
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn pulse(t0: Instant) -> Pulse {
+        Pulse::new(5 * MS, 100 * MS, t0)
+    }
+
+    /// An entry at `at`: `new` connections accepted,
+    /// then `answer` of the earliest still waiting answered after `wait`.
+    struct Rig {
+        p: Pulse,
+        waiting: VecDeque<u32>,
+    }
+
+    impl Rig {
+        fn new(t0: Instant) -> Rig {
+            Rig {
+                p: pulse(t0),
+                waiting: VecDeque::new(),
+            }
+        }
+
+        fn round(&mut self, at: Instant, new: u32, answer: u32, wait: Duration) -> Action {
+            self.p.drained();
+            for _ in 0..new {
+                let e = self.p.accepted(at);
+                self.waiting.push_back(e);
+            }
+            for _ in 0..answer {
+                if let Some(e) = self.waiting.pop_front() {
+                    self.p.request_in(e);
+                    self.p.settled(e, true, true);
+                    self.p.waited(wait);
+                }
+            }
+            self.p.decide(at)
+        }
+    }
+
+    #[test]
+    fn a_burst_answered_in_time_within_the_interval_is_no_overload() {
+        let t0 = Instant::now();
+        let mut g = Rig::new(t0);
+        // 500 connect at once; the first is answered at once, the rest late:
+        // the queue drained within the interval.
+        assert_eq!(g.round(t0, 500, 1, MS), Action::Keep);
+        assert_eq!(g.round(t0 + 100 * MS, 0, 200, 50 * MS), Action::Keep);
+        assert_eq!(g.round(t0 + 101 * MS, 0, 0, MS), Action::Keep);
+        assert!(g.p.listening());
+    }
+
+    #[test]
+    fn a_standing_queue_pulses_and_pulses_end_when_arrivals_slow() {
+        let t0 = Instant::now();
+        let mut g = Rig::new(t0);
+        // 2,000 new connections a second answered, each after 40 ms: the
+        // queue stands. A batch is 2,000 × 5 ms = 10.
+        g.round(t0 + 50 * MS, 209, 0, MS);
+        let a = g.round(t0 + 100 * MS, 0, 200, 40 * MS);
+        assert_eq!(a, Action::Keep, "9 wait: no more than a batch");
+        assert_eq!(g.round(t0 + 101 * MS, 41, 0, MS), Action::StopListening);
+        assert_eq!(g.p.waiting(), 50);
+        assert!(!g.p.listening());
+        // Serving the batch: shut until at most PULSE_LEAD wait.
+        assert_eq!(g.round(t0 + 104 * MS, 0, 40, 40 * MS), Action::Keep);
+        assert_eq!(g.round(t0 + 106 * MS, 0, 8, 40 * MS), Action::ListenAgain);
+        assert!(g.p.listening());
+        // A batch's worth arrives at once: shut again.
+        assert_eq!(g.round(t0 + 107 * MS, 10, 0, MS), Action::StopListening);
+        assert_eq!(g.round(t0 + 112 * MS, 0, 11, 40 * MS), Action::ListenAgain);
+        // Arrivals slower than 2,000 a second: 4 in 10 ms. Pulses end.
+        assert_eq!(g.round(t0 + 122 * MS, 4, 0, MS), Action::Keep);
+        assert!(g.p.listening());
+        assert_eq!(g.p.pulses, 2);
+        assert_eq!(g.p.closed_for, 10 * MS);
+        // Back to normal: an interval of quick answers, no standing queue.
+        assert_eq!(g.round(t0 + 222 * MS, 50, 4, MS), Action::Keep);
+    }
+
+    #[test]
+    fn connections_that_never_send_stop_counting_after_an_interval() {
+        let t0 = Instant::now();
+        let mut g = Rig::new(t0);
+        // 10,000 idle connections (`evq dead`), then a standing queue.
+        g.round(t0, 10_000, 0, MS);
+        assert_eq!(g.p.waiting(), 10_000);
+        g.round(t0 + 50 * MS, 0, 0, MS);
+        // An interval, but not yet three drains: still counted.
+        g.round(t0 + 100 * MS, 0, 0, MS);
+        assert_eq!(g.p.waiting(), 10_000);
+        assert_eq!(g.round(t0 + 101 * MS, 0, 0, MS), Action::Keep);
+        assert_eq!(g.p.waiting(), 0);
+        g.waiting.clear();
+        g.round(t0 + 150 * MS, 205, 200, 40 * MS);
+        assert_eq!(g.p.waiting(), 5);
+        // Only the 5 recent ones wait: fewer than a batch (4 minimum and the
+        // rate's), so nothing is shut for the idle crowd.
+        assert_eq!(g.round(t0 + 200 * MS, 0, 0, MS), Action::Keep);
+        assert!(g.p.listening());
+    }
+
+    #[test]
+    fn the_listener_is_never_shut_longer_than_an_interval() {
+        let t0 = Instant::now();
+        let mut g = Rig::new(t0);
+        g.round(t0 + 50 * MS, 200, 0, MS);
+        g.round(t0 + 99 * MS, 50, 0, MS);
+        let a = g.round(t0 + 100 * MS, 0, 200, 40 * MS);
+        assert_eq!(a, Action::StopListening);
+        // The batch's clients went quiet: it never drains.
+        assert_eq!(g.round(t0 + 150 * MS, 0, 0, MS), Action::Keep);
+        assert_eq!(g.round(t0 + 200 * MS, 0, 0, MS), Action::ListenAgain);
+    }
+}
