@@ -333,8 +333,8 @@ pub struct ProxyArgs {
     #[arg(long)]
     pub json: bool,
     /// I/O model: readiness (an evq backend) or completion (io_uring accepts,
-    /// receives and sends; --backend and --mode are refused, --overload does
-    /// not apply).
+    /// receives and sends; --backend and --mode are refused; --overload takes
+    /// none or pulse, the default, without --deadline).
     #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
     pub io: IoModel,
 }
@@ -359,12 +359,8 @@ impl ProxyArgs {
             },
             handle_signals: true,
             grace: duration("--grace", self.grace)?,
-            // The completion relay has no overload control (it accepts as
-            // fast as the kernel hands clients over); the listening line says so.
-            overload: match self.io {
-                IoModel::Readiness => self.overload.to_config(self.overload.overload)?,
-                IoModel::Completion => OverloadConfig::default(),
-            },
+            // The completion relay takes none or pulse (it refuses the rest).
+            overload: self.overload.to_config(self.overload.overload)?,
             backlog: 4096,
             work: Duration::from_micros(self.work_us),
             io: self.io,
@@ -439,10 +435,11 @@ pub fn run_proxy(args: &ProxyArgs) -> io::Result<()> {
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let handle = ProxyHandle::start(&cfg)?;
     let io = match cfg.io {
-        IoModel::Readiness => "",
-        IoModel::Completion => {
-            " (io_uring completions; no overload control: --overload is the readiness relay's)"
-        }
+        IoModel::Readiness => String::new(),
+        IoModel::Completion => format!(
+            " (io_uring completions, overload control {})",
+            cfg.overload.policy.name()
+        ),
     };
     note(&format!(
         "evq proxy: listening on {}, origin {}{io}",

@@ -9,7 +9,7 @@ mod common;
 
 use common::flood::{flood, judge_flood, read_all};
 use common::*;
-use evq_http::{AcceptMode, OverloadConfig, OverloadPolicy, ProxyConfig, ProxyHandle};
+use evq_http::{AcceptMode, IoModel, OverloadConfig, OverloadPolicy, ProxyConfig, ProxyHandle};
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
@@ -257,6 +257,66 @@ fn the_proxy_pulses_too_and_relays_only_whole_replies() {
     assert_eq!(o.admitted, served, "{report}");
     assert_eq!(report.relayed, served, "{report}");
     assert!(served > 0, "{report}");
+}
+
+#[test]
+fn the_proxy_on_completions_pulses_too_and_relays_only_whole_replies() {
+    let origin = start(&config(None));
+    let cfg = ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        origin: origin.addr(),
+        // No deadline: the completion relay's pulse takes none.
+        overload: OverloadConfig {
+            policy: OverloadPolicy::Pulse,
+            ..OverloadConfig::default()
+        },
+        work: Duration::from_millis(2),
+        io: IoModel::Completion,
+        ..ProxyConfig::default()
+    };
+    let p = match ProxyHandle::start(&cfg) {
+        Ok(p) => p,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            origin.stop();
+            return evq_testkit::skip("io_uring completions", e);
+        }
+        Err(e) => panic!("proxy starts: {e}"),
+    };
+    let outcomes = flood(p.addr());
+    let report = p.stop();
+    origin.stop();
+    let (served, refused_at_connect) = judge_flood(&outcomes, "proxy --io completion");
+    assert!(report.overload.refused.pulses > 0, "never pulsed: {report}");
+    assert!(
+        refused_at_connect > 0,
+        "nobody refused at connect: {report}"
+    );
+    assert_eq!(report.relayed, served, "{report}");
+    assert!(served > 0, "{report}");
+    // Its other policies and a deadline are refused, naming the flag.
+    for (overload, flag) in [
+        (overload_config(OverloadPolicy::Pulse), "--deadline"),
+        (
+            OverloadConfig {
+                policy: OverloadPolicy::Codel,
+                ..OverloadConfig::default()
+            },
+            "--overload codel",
+        ),
+    ] {
+        let e = ProxyHandle::start(&ProxyConfig {
+            overload,
+            ..cfg.clone()
+        })
+        .err()
+        .expect("refused");
+        assert!(e.to_string().contains(flag), "{flag}: {e}");
+    }
 }
 
 #[test]
