@@ -1,7 +1,8 @@
 //! The overload claims (issue 15's figures): pure functions of the points.
 
 use super::measure::{
-    Point, NGINX, NGINX_DEFAULT, NGINX_TUNED, NGINX_WORK_BYTES, PROXY, SERVE, WORK, WORK_RIG,
+    Point, Records, NGINX, NGINX_DEFAULT, NGINX_TUNED, NGINX_WORK_BYTES, PROXY, PROXY_COMPLETION,
+    SERVE, WORK, WORK_RIG,
 };
 use crate::verdict::ClaimCheck;
 
@@ -27,6 +28,8 @@ pub const BEATS_SEED: &str = "with pulse on epoll × 1 at 3× offered, goodput i
 
 /// The proxy's goodput under overload.
 pub const PROXY_GOODPUT: &str = "with pulse on epoll × 1, evq proxy's goodput stays ≥ 95% of its capacity at 2× and 3× offered and ≥ 90% at 5× (issue 15: overload control in serve and proxy)";
+/// The proxy on completions under overload.
+pub const COMPLETION_PROXY: &str = "with pulse at 3× offered, evq proxy --io completion answers ≥ 90% of its probed capacity within the client timeout and ≥ 95% of the clients it does not serve learn it within 10 ms; without control (none) it answers next to nothing in time (issues 15 and 17: overload control on the completion path)";
 /// Against nginx: goodput.
 pub const BEATS_NGINX: &str = "at 3× and 5× offered, evq serve with pulse (epoll × 1) keeps at least as large a share of its capacity as nginx does of its own (within 2 points), as the lab configures it and as tuned against overload (backlog 64, limit_conn 64 → 503) (issue 15)";
 /// Against nginx: how the unserved learn it.
@@ -298,5 +301,62 @@ pub fn check_faster_than_nginx(points: &[Point]) -> ClaimCheck {
             )
         },
         move |o, n| fast_share(o) > fast_share(n),
+    )
+}
+
+/// The completion proxy's pulse at 3×, against its probed capacity (its
+/// `none` sweep has no point near capacity in a quick run, so the probe is
+/// the measure here), with `none` beside it.
+pub fn check_completion_proxy(r: &Records) -> ClaimCheck {
+    let key = format!("{WORK_RIG} {PROXY_COMPLETION}");
+    let capacity = r
+        .rig_probes
+        .iter()
+        .find(|(name, _, threads, _)| *name == key && *threads == 1)
+        .map(|p| p.3);
+    let pulse = at_server(&r.points, PROXY_COMPLETION, JUDGED, 1, 3.0);
+    let none = at_server(&r.points, PROXY_COMPLETION, "none", 1, 3.0);
+    let fast_share = |p: &Point| {
+        let s = p.settled();
+        let unserved = s.refused + s.timed_out;
+        if unserved == 0 {
+            1.0
+        } else {
+            s.refused_fast as f64 / unserved as f64
+        }
+    };
+    let describe = |p: &Point, cap: f64| {
+        let s = p.settled();
+        format!(
+            "{}: {:.0} replies/s in time ({:.0}% of capacity), {} refused ({} fast), {} timed out after the warm-up",
+            p.policy,
+            p.goodput_per_s,
+            100.0 * p.goodput_per_s / cap,
+            s.refused,
+            s.refused_fast,
+            s.timed_out
+        )
+    };
+    let measured = match (capacity, pulse) {
+        (Some(cap), Some(p)) if cap > 0.0 => format!(
+            "probed capacity {cap:.0}/s, offered {:.0}/s; {}{}",
+            p.offered_per_s,
+            describe(p, cap),
+            none.map_or(String::new(), |n| format!("; {}", describe(n, cap)))
+        ),
+        (None, _) => "no capacity probe of the completion proxy".into(),
+        _ => "3× with pulse not run".into(),
+    };
+    let holds = match (capacity, pulse) {
+        (Some(cap), Some(p)) if cap > 0.0 && keeps_up(p) => {
+            Some(p.goodput_per_s >= 0.9 * cap && fast_share(p) >= 0.95)
+        }
+        _ => None,
+    };
+    ClaimCheck::judged(
+        COMPLETION_PROXY,
+        measured,
+        holds,
+        &format!("capacity = the closed-loop probe of the completion proxy (32 connections) in this run; holds if pulse's goodput at 3× ≥ 0.90 of it and refused-within-10-ms ≥ 95% of (refused + timed out) after the warm-up; `none` is stated, not judged; not measured without the probe or the point, or if the client started < {:.0}% of its offered rate", 100.0 * CLIENT_KEEPS_UP),
     )
 }

@@ -55,6 +55,11 @@ fn serve_name() -> String {
 pub const SERVE: &str = "evq serve";
 /// `evq proxy`, in this process, in front of an `evq serve`.
 pub const PROXY: &str = "evq proxy";
+/// `evq proxy --io completion`, in this process, in front of an `evq serve`
+/// (issue 17): its policies are [`COMPLETION_POLICIES`].
+pub const PROXY_COMPLETION: &str = "evq proxy --io completion";
+/// The policies the completion loops take.
+pub const COMPLETION_POLICIES: [&str; 2] = ["none", "pulse"];
 /// nginx from Debian's package, a process of its own.
 pub const NGINX: &str = "nginx";
 /// nginx as the lab configures it for every comparison (backlog 4096), with
@@ -331,6 +336,8 @@ fn probe(shape: Shape, plan: &Plan, refusals: &mut Vec<String>) -> io::Result<f6
 pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let fd_limit = crate::resources::raise_nofile()? as f64;
     let mut missing = Vec::new();
+    let completion_policies: Vec<String> =
+        COMPLETION_POLICIES.iter().map(|s| s.to_string()).collect();
     let mut shapes: Vec<(Shape, &[String])> = Vec::new();
     for (r, rig) in plan.rigs.iter().enumerate() {
         if rig != WORK_RIG && rig != QUOTA_RIG {
@@ -374,6 +381,20 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
                 },
                 &plan.proxy_policies[..],
             ));
+        }
+        if !plan.proxy_policies.is_empty() && one.rig == WORK_RIG {
+            match evq::completion::CompletionRing::new() {
+                Ok(_) => shapes.push((
+                    Shape {
+                        server: PROXY_COMPLETION,
+                        ..one
+                    },
+                    &completion_policies[..],
+                )),
+                Err(e) => missing.push(format!(
+                    "{PROXY_COMPLETION} series not run: this kernel has no io_uring completion API ({e})"
+                )),
+            }
         }
         if !plan.nginx.is_empty() && one.rig == WORK_RIG {
             match PeerServerKind::Nginx.available() {

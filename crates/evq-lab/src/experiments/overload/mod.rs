@@ -36,6 +36,7 @@ impl Experiment for Overload {
             judge::BELOW.into(),
             judge::BEATS_SEED.into(),
             judge::PROXY_GOODPUT.into(),
+            judge::COMPLETION_PROXY.into(),
             judge::BEATS_NGINX.into(),
             judge::FASTER_THAN_NGINX.into(),
         ]
@@ -60,6 +61,7 @@ impl Experiment for Overload {
                 judge::check_below(p),
                 judge::check_beats_seed(p),
                 judge::check_proxy_goodput(p),
+                judge::check_completion_proxy(r),
                 judge::check_beats_nginx(p),
                 judge::check_faster_than_nginx(p),
             ],

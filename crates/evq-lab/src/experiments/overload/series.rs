@@ -5,13 +5,13 @@
 
 use super::measure::{
     policy, BUDGET_PERIOD, BUDGET_RUNTIME, NGINX, NGINX_DEFAULT, NGINX_LIMIT_CONN, NGINX_TUNED,
-    NGINX_WORK_BYTES, NGINX_WORK_FILE, PROXY, QUOTA_RIG, REPLY_SIZE, SERVE, SMALL_BACKLOG, WORK,
-    WORK_RIG,
+    NGINX_WORK_BYTES, NGINX_WORK_FILE, PROXY, PROXY_COMPLETION, QUOTA_RIG, REPLY_SIZE, SERVE,
+    SMALL_BACKLOG, WORK, WORK_RIG,
 };
 use crate::rig::{Docroot, PeerServer, PeerServerKind, Tuning};
 use evq::BackendKind;
 use evq_http::{
-    OverloadConfig, OverloadPolicy, ProxyConfig, ProxyHandle, ServeConfig, ServerHandle,
+    IoModel, OverloadConfig, OverloadPolicy, ProxyConfig, ProxyHandle, ServeConfig, ServerHandle,
 };
 use std::io;
 use std::net::SocketAddr;
@@ -196,21 +196,32 @@ pub fn start(shape: Shape, name: &str, timeout_s: f64) -> io::Result<Running> {
                 refused,
             })
         }
-        PROXY => {
+        PROXY | PROXY_COMPLETION => {
+            let completion = server == PROXY_COMPLETION;
             let origin =
                 ServerHandle::start(&crate::rig::in_process::one_thread(kind, REPLY_SIZE))?;
+            let mut overload = overload_config(name, timeout_s)?;
+            if completion {
+                // The completion relay's pulse takes no deadline.
+                overload.deadline = None;
+            }
             let cfg = ProxyConfig {
                 listen: "127.0.0.1:0".parse().expect("literal address"),
                 origin: origin.addr(),
-                backend: Some(kind),
+                backend: (!completion).then_some(kind),
                 backlog: if name == "backlog64" {
                     SMALL_BACKLOG
                 } else {
                     4096
                 },
-                overload: overload_config(name, timeout_s)?,
+                overload,
                 grace: Duration::from_millis(100),
                 work: WORK,
+                io: if completion {
+                    IoModel::Completion
+                } else {
+                    IoModel::Readiness
+                },
                 ..ProxyConfig::default()
             };
             let proxy = ProxyHandle::start(&cfg)?;
