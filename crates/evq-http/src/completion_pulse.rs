@@ -1,34 +1,41 @@
-//! `--overload pulse` for `evq serve --io completion`: the readiness server's
-//! pulse (`overload.rs`), rebuilt for a loop whose accept the kernel runs.
+//! `--overload pulse` for `evq serve --io completion` and `evq proxy --io
+//! completion`: the readiness pulse (`overload.rs`), rebuilt for a loop whose
+//! accept the kernel runs.
 //!
 //! Why it has to differ: a multishot accept takes every connection the listen
 //! queue holds each time the loop enters the kernel, so the queue never
-//! stands where `TCP_INFO` could see it; it stands in the server, as accepted
-//! connections whose first request waits its turn. At three times its
-//! capacity with no control, the completion server answered 27% of its
-//! capacity in time and let 93% of the clients time out (1 thread,
-//! `--work-us 400`, clients that give up after 0.5 s): every request was
-//! answered after its client had left.
+//! stands where `TCP_INFO` on the listener could see it; it stands in the
+//! ring, as accepted connections whose requests wait, unread, behind other
+//! completions. At three times its capacity with no control (1 thread,
+//! `--work-us 400`, clients that give up after 0.5 s) the completion server
+//! answered no request in time after the warm-up: every answer went to a
+//! client that had left.
+//!
+//! The queue it counts: new connections accepted whose first bytes the loop
+//! has not read yet. Bytes it reads are a request taken up at once, or part
+//! of one that waits for its client (a trickled head), not for the loop; a
+//! connection that sends nothing for an interval and [`EXPIRY_ENTRIES`]
+//! drains of the ring is idle (`evq dead`'s), and drops out.
 //!
 //! What it measures: how long a new connection's first request waited before
-//! its answer — `TCP_INFO`'s time since the request's packet, read for the
-//! first new connection answered in each round of completions (the loop's own
-//! clock cannot see it: a connection accepted and answered in one round
-//! waited in the listen queue since the round before, unseen). CoDel's test on it (the least wait over an `interval` above
-//! `queue_target`) says the queue stands; a burst worked off within the
-//! interval (a crowd connecting at once) does not. Keep-alive clients and
-//! connections that never send (`evq dead`'s) are not measured: only work
-//! that new clients wait for counts, as in the readiness pulse.
+//! it was taken up — `TCP_INFO`'s time since the request's packet, read for
+//! the first one in each round of completions (the loop's own clock cannot
+//! see it: a connection accepted and answered in one round waited in the
+//! listen queue since the round before). CoDel's test on it (the least wait
+//! over an `interval` above `queue_target`) says the queue stands; a burst
+//! worked off within the interval does not. Keep-alive clients are not
+//! measured: only work that new clients wait for counts, as in the readiness
+//! pulse.
 //!
-//! What it does while the queue stands and more new requests wait than the
-//! server answers in `queue_target`: the loop cancels its accept and stops
-//! listening (`shutdown`), so the kernel answers each new client's SYN with a
-//! reset, in softirq, at no cost to the server; it serves the batch it holds
-//! and listens again before the batch's last [`PULSE_LEAD`], so the next
-//! arrivals are queued by the time it is done. Pulses end when connections
-//! arrive no faster than the server answered new ones over the last interval.
-//! The listener never stays shut longer than an `interval`: a batch that does
-//! not drain (its clients went quiet) cannot keep the server deaf.
+//! What it does while the queue stands and more new connections wait than
+//! the loop takes up in `queue_target`: the loop cancels its accept and
+//! stops listening (`shutdown`), so the kernel answers each new client's SYN
+//! with a reset, in softirq, at no cost to the loop (those already queued
+//! are reset too: the slow refusals); it serves the batch it holds and
+//! listens again when at most [`PULSE_LEAD`] wait, so the next arrivals are
+//! queued by the time it is done. Pulses end when connections arrive no
+//! faster than the loop took up new ones over the last interval. The
+//! listener never stays shut longer than an `interval`.
 
 use crate::overload::PULSE_LEAD;
 use std::collections::VecDeque;
@@ -90,8 +97,6 @@ pub(crate) struct Pulse {
     /// connection, as `evq dead` holds), and drops out.
     unseen: VecDeque<(u32, Instant, u32)>,
     unseen_total: usize,
-    /// New connections whose first request is in and not answered yet.
-    seen: usize,
     /// Times the listener was shut.
     pub(crate) pulses: u64,
     /// Time spent not listening.
@@ -113,7 +118,6 @@ impl Pulse {
             entry: 0,
             unseen: VecDeque::new(),
             unseen_total: 0,
-            seen: 0,
             pulses: 0,
             closed_for: Duration::ZERO,
         }
@@ -151,22 +155,23 @@ impl Pulse {
         }
     }
 
-    /// The first request of a connection accepted at `entry` came in.
+    /// The first bytes of a connection accepted at `entry` came in. The loop
+    /// reads them at once: a request they complete is taken up now, and one
+    /// they leave unfinished waits for its client, not for the loop, so it
+    /// no longer counts as waiting (a crowd of clients trickling heads is
+    /// not a queue).
     pub(crate) fn request_in(&mut self, entry: u32) {
         self.unseen_gone(entry);
-        self.seen += 1;
     }
 
-    /// A connection accepted at `entry` no longer waits: its first request
-    /// was answered (`answered`), or it closed; `seen` as [`Pulse::request_in`]
-    /// was told.
+    /// A connection accepted at `entry` is done with: its first request was
+    /// taken up (`answered`), or it closed; `seen` if [`Pulse::request_in`]
+    /// was told of it.
     pub(crate) fn settled(&mut self, entry: u32, seen: bool, answered: bool) {
         if answered {
             self.served = self.served.saturating_add(1);
         }
-        if seen {
-            self.seen -= 1;
-        } else {
+        if !seen {
             self.unseen_gone(entry);
         }
     }
@@ -176,10 +181,10 @@ impl Pulse {
         self.min_wait = Some(self.min_wait.map_or(waited, |m| m.min(waited)));
     }
 
-    /// New connections not answered yet: requests in, and those accepted
-    /// lately whose request is not seen yet.
+    /// New connections accepted lately whose first bytes the loop has not
+    /// read yet: the queue, as the loop can count it.
     fn waiting(&self) -> usize {
-        self.seen + self.unseen_total
+        self.unseen_total
     }
 
     /// Whether overload was seen: the queue stood in the last interval, or
@@ -376,5 +381,31 @@ mod tests {
         // The batch's clients went quiet: it never drains.
         assert_eq!(g.round(t0 + 150 * MS, 0, 0, MS), Action::Keep);
         assert_eq!(g.round(t0 + 200 * MS, 0, 0, MS), Action::ListenAgain);
+    }
+    #[test]
+    fn clients_that_trickle_their_heads_are_not_a_queue() {
+        let t0 = Instant::now();
+        let mut p = Pulse::new(Duration::from_millis(5), Duration::from_millis(100), t0);
+        // 2,000 clients send part of a head and stop (slowloris, `evq dead
+        // --partial`): their bytes were read, nothing waits for the loop.
+        p.drained();
+        for _ in 0..2000 {
+            let e = p.accepted(t0);
+            p.request_in(e);
+        }
+        assert_eq!(p.waiting(), 0);
+        // A standing queue of new clients meanwhile: only they count.
+        p.drained();
+        let mut recent = Vec::new();
+        for _ in 0..209 {
+            recent.push(p.accepted(t0 + Duration::from_millis(50)));
+        }
+        for e in recent.drain(..200) {
+            p.request_in(e);
+            p.settled(e, true, true);
+            p.waited(Duration::from_millis(40));
+        }
+        assert_eq!(p.decide(t0 + Duration::from_millis(100)), Action::Keep);
+        assert_eq!(p.waiting(), 9);
     }
 }

@@ -239,8 +239,8 @@ struct Conn {
     /// The thread's event count at this connection's last completion: an
     /// exact least-recently-active order (quirk f).
     last_active: u64,
-    /// Its first request is in and not answered yet (counted in
-    /// `completion_pulse.rs`).
+    /// No request of it answered yet (quirk h: the pulse is told when one is,
+    /// or when it closes first).
     awaiting_first: bool,
     /// The pulse's count of drains at its accept, and whether
     /// its first request has come in (quirk h).
