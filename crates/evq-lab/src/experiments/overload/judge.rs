@@ -276,17 +276,21 @@ pub fn check_beats_nginx(points: &[Point]) -> ClaimCheck {
     )
 }
 
+/// The share of the clients a point did not serve that learned it within
+/// 10 ms (refused fast ÷ refused + timed out) after the warm-up; 1 when it
+/// served everyone.
+fn fast_share(p: &Point) -> f64 {
+    let s = p.settled();
+    let unserved = s.refused + s.timed_out;
+    if unserved == 0 {
+        1.0
+    } else {
+        s.refused_fast as f64 / unserved as f64
+    }
+}
+
 /// Against nginx at 3× and 5×: fast refusals.
 pub fn check_faster_than_nginx(points: &[Point]) -> ClaimCheck {
-    let fast_share = |p: &Point| {
-        let s = p.settled();
-        let unserved = s.refused + s.timed_out;
-        if unserved == 0 {
-            1.0
-        } else {
-            s.refused_fast as f64 / unserved as f64
-        }
-    };
     judge_against_nginx(
         points,
         FASTER_THAN_NGINX,
@@ -316,15 +320,6 @@ pub fn check_completion_proxy(r: &Records) -> ClaimCheck {
         .map(|p| p.3);
     let pulse = at_server(&r.points, PROXY_COMPLETION, JUDGED, 1, 3.0);
     let none = at_server(&r.points, PROXY_COMPLETION, "none", 1, 3.0);
-    let fast_share = |p: &Point| {
-        let s = p.settled();
-        let unserved = s.refused + s.timed_out;
-        if unserved == 0 {
-            1.0
-        } else {
-            s.refused_fast as f64 / unserved as f64
-        }
-    };
     let describe = |p: &Point, cap: f64| {
         let s = p.settled();
         format!(
