@@ -37,8 +37,11 @@
 //! faster than the loop took up new ones over the last interval. The
 //! listener never stays shut longer than an `interval`.
 
-use crate::overload::PULSE_LEAD;
+use crate::overload::{self, PULSE_LEAD};
+use evq::completion::{CompletionRing, OpId};
 use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 /// Fewest new connections a batch may hold, whatever the rate estimate says.
@@ -70,6 +73,17 @@ enum Phase {
     Closed { since: Instant },
     /// Pulsing, listening again since `since`; `arrivals` accepted since.
     Open { since: Instant, arrivals: u32 },
+}
+
+/// A completion loop's listening socket, as the pulse shuts and opens it.
+pub(crate) struct PulsedListener {
+    pub(crate) fd: RawFd,
+    /// Where it listens (a socket bound to port 0 loses its port when shut).
+    pub(crate) addr: SocketAddr,
+    pub(crate) backlog: i32,
+    /// The loop's tokens for its multishot accept and for its own cancels.
+    pub(crate) accept_token: u64,
+    pub(crate) cancel_token: u64,
 }
 
 /// One loop's pulse state.
@@ -255,6 +269,37 @@ impl Pulse {
                     self.phase = Phase::Normal;
                 }
                 Action::Keep
+            }
+        }
+    }
+
+    /// [`Pulse::decide`], carried out on the loop's listener: the accept in
+    /// flight (`accept`) is cancelled and the socket shut, or the socket
+    /// listens again and, unless the loop waits for a descriptor
+    /// (`accept_waiting`), a new multishot accept is armed.
+    pub(crate) fn round(
+        &mut self,
+        now: Instant,
+        ring: &mut CompletionRing,
+        accept: &mut Option<OpId>,
+        accept_waiting: bool,
+        l: &PulsedListener,
+    ) {
+        match self.decide(now) {
+            Action::Keep => {}
+            Action::StopListening => {
+                if let Some(id) = accept.take() {
+                    ring.cancel(id, l.cancel_token);
+                }
+                overload::stop_listening(l.fd);
+            }
+            Action::ListenAgain => {
+                // A socket that cannot listen again is left as a failed
+                // listener is: its accept fails and goes again later.
+                let _ = overload::listen_again(l.fd, l.addr, l.backlog);
+                if accept.is_none() && !accept_waiting {
+                    *accept = Some(ring.accept_multishot(l.fd, l.accept_token));
+                }
             }
         }
     }

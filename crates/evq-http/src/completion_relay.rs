@@ -88,7 +88,7 @@
 //!    (`--work-us 400`, clients giving up after 0.5 s) the proxy without it
 //!    answered about a hundred clients in time and let ~21,000 time out.
 
-use crate::completion_pulse::{Action, Pulse};
+use crate::completion_pulse::{Pulse, PulsedListener};
 use crate::config::ProxyConfig;
 use crate::date::DateCache;
 use crate::exchange::{Begin, Exchange, Step};
@@ -601,23 +601,20 @@ impl CompletionRelay {
         let (Some(p), Some(addr)) = (self.pulse.as_mut(), self.listen_addr) else {
             return;
         };
-        match p.decide(self.now) {
-            Action::Keep => {}
-            Action::StopListening => {
-                if let Some(id) = self.accept.take() {
-                    self.ring.cancel(id, CANCEL);
-                }
-                crate::overload::stop_listening(lfd);
-            }
-            Action::ListenAgain => {
-                // A socket that cannot listen again fails its accept, as a
-                // failed listener does.
-                let _ = crate::overload::listen_again(lfd, addr, self.cfg.backlog);
-                if self.accept.is_none() && !self.accept_waiting {
-                    self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
-                }
-            }
-        }
+        let listener = PulsedListener {
+            fd: lfd,
+            addr,
+            backlog: self.cfg.backlog,
+            accept_token: ACCEPT,
+            cancel_token: CANCEL,
+        };
+        p.round(
+            self.now,
+            &mut self.ring,
+            &mut self.accept,
+            self.accept_waiting,
+            &listener,
+        );
     }
 
     fn on_accept(&mut self, c: &Completion, lfd: RawFd) {

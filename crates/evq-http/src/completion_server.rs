@@ -78,7 +78,7 @@
 //!    (`evq_os::socket::has_failed`); a reset closes the connection. A
 //!    request that arrives whole, as nearly every one does, costs nothing.
 
-use crate::completion_pulse::{Action, Pulse};
+use crate::completion_pulse::{Pulse, PulsedListener};
 use crate::date::DateCache;
 use crate::overload::{self, OverloadConfig, OverloadPolicy};
 use crate::request::{handle_request, Body, Content, FileRoot, Outcome, Scratch, Site};
@@ -432,7 +432,13 @@ fn run_thread(
         wait_sampled: false,
     };
     let lfd = listener.as_raw_fd();
-    let listen_addr = listener.local_addr()?;
+    let pulsed = PulsedListener {
+        fd: lfd,
+        addr: listener.local_addr()?,
+        backlog,
+        accept_token: ACCEPT,
+        cancel_token: CANCEL,
+    };
     let mut listener = Some(listener);
     let mut accept = Some(t.ring.accept_multishot(lfd, ACCEPT));
     let mut full = Completions::with_capacity(256);
@@ -495,7 +501,7 @@ fn run_thread(
                     t.now = now;
                     decided = now;
                     t.wait_sampled = false;
-                    t.pulse_round(&mut accept, lfd, listen_addr, backlog);
+                    t.pulse_round(&mut accept, &pulsed);
                 }
             }
             if c.token() == ACCEPT {
@@ -534,7 +540,7 @@ fn run_thread(
             }
         }
         if stop_at.is_none() {
-            t.pulse_round(&mut accept, lfd, listen_addr, backlog);
+            t.pulse_round(&mut accept, &pulsed);
         }
         if t.accept_waiting && t.listening() && (t.descriptor_freed || t.now >= next_sweep) {
             // A descriptor came back (or a sweep's time passed): try again.
@@ -577,29 +583,17 @@ impl Thread<'_> {
         self.pulse.as_ref().is_none_or(Pulse::listening)
     }
 
-    /// `--overload pulse` after a round of completions (quirk h): stops
-    /// listening while a batch of new clients is served, or listens again.
-    fn pulse_round(&mut self, accept: &mut Option<OpId>, lfd: i32, addr: SocketAddr, backlog: i32) {
-        let Some(p) = self.pulse.as_mut() else {
-            return;
-        };
-        let action = p.decide(self.now);
-        match action {
-            Action::Keep => {}
-            Action::StopListening => {
-                if let Some(id) = accept.take() {
-                    self.ring.cancel(id, CANCEL);
-                }
-                overload::stop_listening(lfd);
-            }
-            Action::ListenAgain => {
-                // A socket that cannot listen again is left as a failed
-                // listener is: the accept fails and goes again each sweep.
-                let _ = overload::listen_again(lfd, addr, backlog);
-                if accept.is_none() && !self.accept_waiting {
-                    *accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
-                }
-            }
+    /// `--overload pulse` after some completions (quirk h): stops listening
+    /// while a batch of new clients is served, or listens again.
+    fn pulse_round(&mut self, accept: &mut Option<OpId>, listener: &PulsedListener) {
+        if let Some(p) = self.pulse.as_mut() {
+            p.round(
+                self.now,
+                &mut self.ring,
+                accept,
+                self.accept_waiting,
+                listener,
+            );
         }
     }
 
