@@ -78,6 +78,15 @@
 //!    client. A complete request needs none (its response's send fails on a
 //!    dead socket), and a head arriving whole, as nearly every one does,
 //!    costs nothing.
+//!    The origin's side can meet the same: an origin that resets after part
+//!    of its response would leave the client waiting for `--origin-timeout`
+//!    (10 s) instead of being reset at once. A peek after every partial
+//!    response would cost a system call per segment of a large body, so the
+//!    sweep (quirk f) peeks instead, once, the origin of each exchange that
+//!    has been quiet for a sweep or more: a reset found ends the exchange as
+//!    a reset seen by its recv does (a 502, or the client reset if the
+//!    response had begun), within a second or two. Both count in
+//!    `resets_peeked`.
 //! k) **Overload** (`--overload pulse`, the default; `completion_pulse.rs`, as
 //!    in `evq serve --io completion`): the multishot accept empties the listen
 //!    queue at every entry to the kernel, so the queue stands in the ring and
@@ -1473,9 +1482,38 @@ impl CompletionRelay {
         }
     }
 
+    /// Peeks the origin of every exchange quiet for a sweep or more, ending
+    /// those whose origin has failed with no completion to say so (quirk j).
+    fn peek_quiet_origins(&mut self) {
+        // Every byte of an exchange moves its client's deadline to now plus
+        // the origin timeout.
+        let Some(quiet) = later(self.now, self.cfg.origin_timeout).checked_sub(self.sweep) else {
+            return;
+        };
+        for o in 0..self.origins.len() {
+            let or = &self.origins[o];
+            let Some(i) = or.client else { continue };
+            if !or.sock.open()
+                || or.sock.closing
+                || or.sock.input_ended
+                || or.sock.recv.is_none()
+                || self.clients[i].deadline > quiet
+                || !evq_os::socket::has_failed(or.sock.fd)
+            {
+                continue;
+            }
+            self.report.resets_peeked += 1;
+            let or = &mut self.origins[o];
+            or.sock.input_ended = true;
+            or.sock.eof = false;
+            self.origin_gone(o);
+        }
+    }
+
     /// Answers 504 to exchanges past their deadline that have had no response
     /// yet, and closes every other client past its deadline (quirk f).
     fn sweep_deadlines(&mut self) {
+        self.peek_quiet_origins();
         for i in 0..self.clients.len() {
             let cl = &self.clients[i];
             if !cl.sock.open() || cl.deadline > self.now {

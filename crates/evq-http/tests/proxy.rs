@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// An origin that answers by path: /cl, /chunked, /close, /garbage, /hang,
-/// /reset, /echo (reads a Content-Length or chunked body, reports its size).
+/// /reset, /pause (half the body, 400 ms of silence, the rest), /reset-mid
+/// (half the body, then a reset), /echo (reads a Content-Length or chunked
+/// body, reports its size).
 fn scripted_origin() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
@@ -85,7 +87,16 @@ fn serve_origin_conn(mut s: TcpStream) {
                 std::thread::sleep(Duration::from_secs(5));
                 return;
             }
-            "/reset" => {
+            "/pause" => {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
+                std::thread::sleep(Duration::from_millis(400));
+                b"world".to_vec()
+            }
+            "/reset" | "/reset-mid" => {
+                if path == "/reset-mid" {
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
                 let l = libc::linger { l_onoff: 1, l_linger: 0 };
                 // SAFETY: `l` is a live linger of the size passed; `fd` is open.
@@ -277,6 +288,66 @@ fn origin_failures(io: IoModel) {
         400
     );
     proxy.stop();
+}
+
+on_both_models!(
+    origin_quiet_mid_response: an_origin_quiet_or_reset_mid_response,
+    an_origin_quiet_or_reset_mid_response_on_completions
+);
+
+/// An origin silent mid-response for most of the origin timeout is waited
+/// for (the completion relay peeks such an origin each sweep, quirk j, and
+/// must find it alive); one that resets mid-response has the client's
+/// connection end at once, not at the timeout, with no reply taken for whole.
+fn origin_quiet_mid_response(io: IoModel) {
+    let Some(proxy) = proxy_to(io, scripted_origin()) else {
+        return;
+    };
+    for _ in 0..3 {
+        let r = get(proxy.addr(), "GET /pause HTTP/1.1\r\nHost: o\r\n\r\n")
+            .expect("a paused response comes whole");
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"helloworld"[..]));
+    }
+    let report = proxy.stop();
+    assert_eq!(
+        report.resets_peeked, 0,
+        "an origin alive is no reset: {report}"
+    );
+
+    let slow = start_proxy(
+        io,
+        ProxyConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            origin: scripted_origin(),
+            origin_timeout: Duration::from_secs(20),
+            ..ProxyConfig::default()
+        },
+    )
+    .unwrap();
+    let mut c = TcpStream::connect(slow.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = std::time::Instant::now();
+    c.write_all(b"GET /reset-mid HTTP/1.1\r\nHost: o\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "ended after {took:?}, not at once"
+    );
+    assert!(
+        !String::from_utf8_lossy(&got).contains("helloworld"),
+        "a cut response is never whole: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    slow.stop();
 }
 
 /// Readiness only: every backend and delivery mode of the readiness relay
