@@ -79,6 +79,13 @@
 //!    close`, `--timeout`/`--think-timeout`, `--hog`, `--source`, `--warm-up` —
 //!    so none is refused; a kernel without io_uring completions (Linux 6.0) is,
 //!    with an error naming `--io completion`.
+//! h) **A reset can be missed** (`evq::completion`'s quirk on multishot recv):
+//!    a server that resets right after part of a reply can leave the recv
+//!    armed on a dead socket, no completion to end it. A peek per partial
+//!    reply would cost a system call per segment of large bodies, so the
+//!    socket is peeked only when its `--timeout` comes due: a failure found
+//!    there counts as the error it is (`connreset`), not `client-timo`. Without
+//!    `--timeout` such a connection waits for the run's end (`unanswered`).
 
 use crate::load::{ThreadResult, ThreadSetup};
 use crate::schedule::{Launcher, Plan};
@@ -362,7 +369,11 @@ impl Worker<'_> {
             };
             c.timer = false;
             let outcome = if now >= c.deadline {
-                Outcome::Failed(ErrorKind::ClientTimeout)
+                // Quirk h: a reset the recv missed is a reset, not a timeout.
+                match evq_os::socket::failure(c.fd) {
+                    Some(e) => Outcome::Failed(ErrorKind::from_io(&e)),
+                    None => Outcome::Failed(ErrorKind::ClientTimeout),
+                }
             } else {
                 let d = c.deadline;
                 self.touch(&mut c, slot, d);

@@ -195,14 +195,27 @@ pub fn has_pending_input(fd: RawFd) -> bool {
 /// ends it (`evq::completion`'s quirks). A loop that waits for the rest of a
 /// message after such bytes asks this once. `fd` must be held open.
 pub fn has_failed(fd: RawFd) -> bool {
+    failure(fd).is_some()
+}
+
+/// The error a failed connection holds (`ECONNRESET`, `ETIMEDOUT`, …), taken
+/// by the same one-byte peek as [`has_failed`]; `None` for a connection open
+/// or at end of file. For a loop that must say why a connection it waited on
+/// ended. `fd` must be held open.
+pub fn failure(fd: RawFd) -> Option<io::Error> {
     with_sock(fd, |s| {
         let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
         match s.recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT) {
-            Ok(_) => false,
-            Err(e) => !matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ),
+            Ok(_) => None,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                None
+            }
+            Err(e) => Some(e),
         }
     })
 }
@@ -348,6 +361,20 @@ mod tests {
             assert!(std::time::Instant::now() < until, "the reset never showed");
             std::thread::sleep(Duration::from_millis(5));
         }
+        // `failure` says which error: the reset.
+        let (c, s) = pair();
+        assert!(failure(s.as_raw_fd()).is_none(), "open");
+        set_reset_on_close(c.as_raw_fd()).unwrap();
+        drop(c);
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        let e = loop {
+            if let Some(e) = failure(s.as_raw_fd()) {
+                break e;
+            }
+            assert!(std::time::Instant::now() < until, "the reset never showed");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
     }
 
     #[test]
