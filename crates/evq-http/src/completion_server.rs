@@ -87,7 +87,9 @@ use evq::completion::{CompletionRing, Completions, OpId, OpKind};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Unanswered input, bytes, past which a connection's recv is paused (quirk c).
@@ -301,76 +303,190 @@ fn refuse(what: &str) -> io::Error {
 /// address first. Returns the summed counters.
 ///
 /// # Errors
-/// A setting the completion server does not have (`--shed`, a stats path, a
-/// status listener, `--overload` other than none or pulse, `--deadline`), an
-/// unreadable `--root`, a kernel without the completion
-/// API, bind errors, or a ring error.
+/// As [`CompletionServerHandle::start`], or the error that ended a thread.
 pub fn serve_completion(
     cfg: &ServeConfig,
     on_listening: impl FnOnce(SocketAddr),
 ) -> io::Result<CompletionServeReport> {
-    if cfg.shed.is_some() {
-        return Err(refuse("--shed"));
+    let server = CompletionServerHandle::spawn(cfg, true)?;
+    on_listening(server.addr());
+    server.wait()
+}
+
+/// A completion server running in this process (tests, the lab): its threads
+/// (named `evq-serve-N`, as the readiness server's) serve until
+/// [`CompletionServerHandle::request_stop`], which stops them gracefully as
+/// SIGINT/SIGTERM stops [`serve_completion`] (quirk g). Dropped, it stops and
+/// waits.
+pub struct CompletionServerHandle {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<io::Result<CompletionServeReport>>>,
+}
+
+impl CompletionServerHandle {
+    /// Binds one listener per thread and starts serving.
+    ///
+    /// # Errors
+    /// A setting the completion server does not have (`--shed`, a stats path, a
+    /// status listener, `--overload` other than none or pulse, `--deadline`), a
+    /// setting out of range, an unreadable `--root`, a kernel without the
+    /// completion API, bind errors.
+    pub fn start(cfg: &ServeConfig) -> io::Result<CompletionServerHandle> {
+        CompletionServerHandle::spawn(cfg, false)
     }
-    if cfg.stats_path.is_some() {
-        return Err(refuse("--stats-path"));
+
+    /// As `start`; with `signals`, SIGINT/SIGTERM stop it too.
+    fn spawn(cfg: &ServeConfig, signals: bool) -> io::Result<CompletionServerHandle> {
+        if cfg.shed.is_some() {
+            return Err(refuse("--shed"));
+        }
+        if cfg.stats_path.is_some() {
+            return Err(refuse("--stats-path"));
+        }
+        if cfg.status_listen.is_some() {
+            return Err(refuse("--status-listen"));
+        }
+        match cfg.overload.policy {
+            OverloadPolicy::None | OverloadPolicy::Pulse => {}
+            other => {
+                return Err(refuse(&format!(
+                    "--overload {} (it takes none or pulse)",
+                    other.name()
+                )))
+            }
+        }
+        if cfg.overload.deadline.is_some() {
+            return Err(refuse("--deadline"));
+        }
+        cfg.validate()?;
+        if signals {
+            evq_os::signals::stop_on_signals()?;
+        }
+        evq_os::signals::ignore_sigpipe();
+        let body: Arc<[u8]> = fixed_body(cfg.reply_size);
+        let content = match &cfg.root {
+            Some(dir) => Content::Files(FileRoot::open(dir)?.cache_valid(cfg.file_cache_valid)),
+            None => Content::Fixed(body.clone()),
+        };
+        let (listeners, addr) = listeners(cfg)?;
+        let content = Arc::new(content);
+        // The site as it answers while running, and while stopping (every reply
+        // then says `Connection: close`).
+        let sites = Arc::new([false, true].map(|closing| Site {
+            content: content.clone(),
+            limits: cfg.limits,
+            closing,
+            stats_path: None,
+            work: cfg.work,
+        }));
+        // Build one ring here first, so a kernel without the API fails before
+        // anyone is told we are listening.
+        drop(CompletionRing::new()?);
+        let timeouts = Timeouts::of(cfg);
+        let (overload, backlog) = (cfg.overload, cfg.backlog);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for (i, l) in listeners.into_iter().enumerate() {
+            let (sites, body) = (sites.clone(), body.clone());
+            let until = Stop {
+                flag: stop.clone(),
+                signals,
+            };
+            let spawned = std::thread::Builder::new()
+                .name(format!("evq-serve-{i}"))
+                .spawn(move || run_thread(l, &sites, &body, timeouts, overload, backlog, &until));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // The threads already running stop with this handle.
+                    drop(CompletionServerHandle {
+                        addr,
+                        stop,
+                        threads,
+                    });
+                    return Err(e);
+                }
+            }
+        }
+        Ok(CompletionServerHandle {
+            addr,
+            stop,
+            threads,
+        })
     }
-    if cfg.status_listen.is_some() {
-        return Err(refuse("--status-listen"));
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
-    match cfg.overload.policy {
-        OverloadPolicy::None | OverloadPolicy::Pulse => {}
-        other => {
-            return Err(refuse(&format!(
-                "--overload {} (it takes none or pulse)",
-                other.name()
-            )))
+
+    /// Starts a graceful stop without waiting for it (quirk g): the listeners
+    /// close, idle connections close, replies under way go out saying
+    /// `Connection: close` within `--grace`. The threads notice within 200 ms.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits until every thread has stopped; the counters summed.
+    ///
+    /// # Errors
+    /// The first error that ended a thread (a ring error), or a panic's.
+    pub fn wait(mut self) -> io::Result<CompletionServeReport> {
+        self.join()
+    }
+
+    /// [`CompletionServerHandle::request_stop`], then
+    /// [`CompletionServerHandle::wait`].
+    ///
+    /// # Errors
+    /// As [`CompletionServerHandle::wait`].
+    pub fn stop(self) -> io::Result<CompletionServeReport> {
+        self.request_stop();
+        self.wait()
+    }
+
+    fn join(&mut self) -> io::Result<CompletionServeReport> {
+        let mut total = CompletionServeReport::default();
+        let mut first_error = None;
+        for t in std::mem::take(&mut self.threads) {
+            match t.join() {
+                Ok(Ok(r)) => total.add(&r),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_error.get_or_insert(io::Error::other("a completion worker panicked"));
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(total),
         }
     }
-    if cfg.overload.deadline.is_some() {
-        return Err(refuse("--deadline"));
+}
+
+impl Drop for CompletionServerHandle {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.request_stop();
+            let _ = self.join();
+        }
     }
-    cfg.validate()?;
-    evq_os::signals::stop_on_signals()?;
-    evq_os::signals::ignore_sigpipe();
-    let body: Arc<[u8]> = fixed_body(cfg.reply_size);
-    let content = match &cfg.root {
-        Some(dir) => Content::Files(FileRoot::open(dir)?.cache_valid(cfg.file_cache_valid)),
-        None => Content::Fixed(body.clone()),
-    };
-    let (listeners, addr) = listeners(cfg)?;
-    let content = Arc::new(content);
-    // The site as it answers while running, and while stopping (every reply
-    // then says `Connection: close`).
-    let sites = Arc::new([false, true].map(|closing| Site {
-        content: content.clone(),
-        limits: cfg.limits,
-        closing,
-        stats_path: None,
-        work: cfg.work,
-    }));
-    // Build one ring here first, so a kernel without the API fails before we say
-    // we are listening.
-    drop(CompletionRing::new()?);
-    on_listening(addr);
-    let timeouts = Timeouts::of(cfg);
-    let (overload, backlog) = (cfg.overload, cfg.backlog);
-    let threads: Vec<_> = listeners
-        .into_iter()
-        .map(|l| {
-            let sites = sites.clone();
-            let body = body.clone();
-            std::thread::spawn(move || run_thread(l, &sites, &body, timeouts, overload, backlog))
-        })
-        .collect();
-    let mut total = CompletionServeReport::default();
-    for t in threads {
-        let r = t
-            .join()
-            .map_err(|_| io::Error::other("a completion worker panicked"))??;
-        total.add(&r);
+}
+
+/// What stops a thread: its handle's flag, and SIGINT/SIGTERM where the server
+/// runs as `evq serve`.
+struct Stop {
+    flag: Arc<AtomicBool>,
+    signals: bool,
+}
+
+impl Stop {
+    fn requested(&self) -> bool {
+        self.flag.load(Ordering::Relaxed) || (self.signals && evq_os::signals::stop_requested())
     }
-    Ok(total)
 }
 
 /// One thread's connections, indexed by descriptor number.
@@ -409,6 +525,7 @@ fn run_thread(
     timeouts: Timeouts,
     overload: OverloadConfig,
     backlog: i32,
+    stop: &Stop,
 ) -> io::Result<CompletionServeReport> {
     let site = &sites[0];
     let mut t = Thread {
@@ -448,7 +565,7 @@ fn run_thread(
     let mut next_sweep = t.now + timeouts.sweep;
     let mut stop_at: Option<Instant> = None;
     loop {
-        if stop_at.is_none() && evq_os::signals::stop_requested() {
+        if stop_at.is_none() && stop.requested() {
             // A graceful stop (quirk g): no new connection, every reply from
             // now on says close, idle connections close at once, and the
             // thread ends when the last one has or the grace is over.

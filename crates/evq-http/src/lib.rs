@@ -56,7 +56,9 @@ mod worker;
 
 #[cfg(feature = "cli")]
 pub use cli::{run_proxy, run_serve, OverloadArgs, ProxyArgs, ServeArgs};
-pub use completion_server::{serve_completion, CompletionServeReport, IoModel};
+pub use completion_server::{
+    serve_completion, CompletionServeReport, CompletionServerHandle, IoModel,
+};
 pub use config::{bounds, AcceptMode, DeliveryMode, ProxyConfig, ServeConfig, ShedConfig};
 pub use overload::{OverloadConfig, OverloadPolicy};
 pub use proxy::{proxy, ProxyHandle};
