@@ -96,6 +96,10 @@
 //!    clients at once while the batch is relayed. At 3× its capacity
 //!    (`--work-us 400`, clients giving up after 0.5 s) the proxy without it
 //!    answered about a hundred clients in time and let ~21,000 time out.
+//!    Within a long batch it has the kernel take up new clients every few
+//!    milliseconds (`run_kernel_work`, the ring's quirk p), as the completion
+//!    server does: left to the next wait, they queued unseen in the listen
+//!    queue and the pulse's refusals reached them late.
 
 use crate::completion_pulse::{Pulse, PulsedListener};
 use crate::config::ProxyConfig;
@@ -141,6 +145,9 @@ const STOP_POLL: Duration = Duration::from_millis(200);
 const PULSE_BATCH: usize = 16;
 /// How often the pulse looks again within a batch of completions (quirk k).
 const PULSE_LOOK: Duration = Duration::from_millis(1);
+/// How long a batch may go without the kernel taking up new connections
+/// while the pulse is not engaged (as in the completion server).
+const KERNEL_LOOK: Duration = Duration::from_millis(4);
 
 /// Refuses, before anything binds, the settings this loop does not have.
 pub(crate) fn check(cfg: &ProxyConfig) -> io::Result<()> {
@@ -521,7 +528,7 @@ impl CompletionRelay {
                 // Every completion the kernel had is in this batch.
                 p.drained();
             }
-            let mut decided = self.now;
+            let (mut decided, mut asked) = (self.now, self.now);
             for (k, c) in batch.iter_mut().enumerate() {
                 // Quirk k: a batch can hold far more work than the queue
                 // target; the pulse looks again within it.
@@ -531,6 +538,14 @@ impl CompletionRelay {
                         self.now = now;
                         decided = now;
                         self.wait_sampled = false;
+                        // The ring's quirk p, as in the completion server:
+                        // unasked, the kernel accepts nothing for a batch.
+                        if self.pulse.as_ref().is_some_and(Pulse::engaged)
+                            || now.saturating_duration_since(asked) >= KERNEL_LOOK
+                        {
+                            self.ring.run_kernel_work()?;
+                            asked = now;
+                        }
                         self.pulse_round(lfd);
                     }
                 }

@@ -129,6 +129,51 @@ fn cancel_a_timeout_and_cancel_something_finished() {
         .any(|s| s.token == 12 && s.result == Err(libc::ECANCELED)));
 }
 
+/// Quirk p: with `DEFER_TASKRUN` the kernel takes up a ready connection only
+/// when the thread asks it for events, and a dequeue that finds completions
+/// already queued does not ask; `run_kernel_work` does, without waiting.
+#[test]
+fn run_kernel_work_takes_up_what_a_busy_dequeue_leaves_waiting() {
+    let Some(mut r) = ring(CompletionOptions::new()) else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    r.accept_multishot(listener.as_raw_fd(), 7);
+    let mut batch = Completions::with_capacity(16);
+    // Nothing to deliver: the dequeue enters, and the accept is armed.
+    assert_eq!(
+        r.get_next_completion(&mut batch, Some(Duration::ZERO))
+            .unwrap(),
+        0
+    );
+    let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    // A completion queued without asking for events (a nop, submitted).
+    let tokens = |r: &mut CompletionRing, batch: &mut Completions, nop: u64| {
+        r.nop(nop);
+        r.submit().unwrap();
+        r.get_next_completion(batch, Some(Duration::ZERO)).unwrap();
+        let mut t: Vec<u64> = batch.iter().map(|c| c.token()).collect();
+        for c in batch.iter() {
+            if let Some(fd) = c.accepted_fd() {
+                // SAFETY: the accepted descriptor is ours from its completion on.
+                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+        t.sort_unstable();
+        t
+    };
+    if r.setup().defer_taskrun {
+        assert_eq!(
+            tokens(&mut r, &mut batch, 1),
+            [1],
+            "the connection waits in the listen queue, not taken up"
+        );
+    }
+    r.run_kernel_work().unwrap();
+    // The accept's completion is queued beside the next nop's.
+    assert_eq!(tokens(&mut r, &mut batch, 2), [2, 7]);
+}
+
 #[test]
 fn multishot_accept_delivers_every_connection_and_reports_errors() {
     let Some(mut r) = ring(CompletionOptions::new()) else {

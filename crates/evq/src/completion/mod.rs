@@ -160,6 +160,17 @@
 //!    is gone); a complete message needs no peek, since the reply's send fails
 //!    on a dead socket. `evq serve --io completion` and `evq proxy --io
 //!    completion` do this for unfinished request heads.
+//! p) **With `DEFER_TASKRUN`, the kernel works only while asked for
+//!    completions.** A multishot accept or recv whose socket became ready is
+//!    finished by task work that runs when the thread enters the kernel to get
+//!    events — and [`CompletionRing::get_next_completion`] does not enter while
+//!    completions are already queued. A loop working through a long backlog 16
+//!    completions at a time (an overloaded server) can so leave new connections
+//!    in the listen queue for the whole backlog: 40–140 ms at 3× capacity in
+//!    `evq serve --io completion`, each refused connection learning it that
+//!    late. [`CompletionRing::run_kernel_work`] has the kernel catch up without
+//!    waiting: one system call, for a loop to make every few milliseconds of
+//!    its own work.
 
 /// Builds an SQE on a [`Target`]: `$f` is io-uring's `types::Fd` or `types::Fixed`
 /// (every opcode builder is generic over the two), `$build` the builder call.
@@ -504,6 +515,25 @@ impl CompletionRing {
             }
         }
         OpId(id)
+    }
+
+    /// Submits queued operations and has the kernel finish the work it holds
+    /// for this ring — accepts and receives whose sockets are ready — without
+    /// waiting for any completion (quirk p). Completions it makes come with the
+    /// next [`CompletionRing::get_next_completion`]. One system call.
+    pub fn run_kernel_work(&mut self) -> io::Result<()> {
+        self.flush_backlog();
+        self.stats.enters += 1;
+        // Asking for one completion with a zero timeout sets GETEVENTS, which
+        // runs the deferred work, and returns at once either way.
+        let zero = types::Timespec::new();
+        let args = types::SubmitArgs::new().timespec(&zero);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(()),
+            Err(e) if busy(&e) || e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Submits queued operations without waiting for any.
