@@ -2,7 +2,7 @@
 
 use super::measure::{
     Point, Records, NGINX, NGINX_DEFAULT, NGINX_TUNED, NGINX_WORK_BYTES, PROXY, PROXY_COMPLETION,
-    SERVE, WORK, WORK_RIG,
+    SERVE, SERVE_COMPLETION, WORK, WORK_RIG,
 };
 use crate::verdict::ClaimCheck;
 
@@ -29,7 +29,9 @@ pub const BEATS_SEED: &str = "with pulse on epoll × 1 at 3× offered, goodput i
 /// The proxy's goodput under overload.
 pub const PROXY_GOODPUT: &str = "with pulse on epoll × 1, evq proxy's goodput stays ≥ 95% of its capacity at 2× and 3× offered and ≥ 90% at 5× (issue 15: overload control in serve and proxy)";
 /// The proxy on completions under overload.
-pub const COMPLETION_PROXY: &str = "with pulse at 3× offered, evq proxy --io completion answers ≥ 90% of its probed capacity within the client timeout and ≥ 95% of the clients it does not serve learn it within 10 ms; without control (none) it answers next to nothing in time (issues 15 and 17: overload control on the completion path)";
+pub const COMPLETION_PROXY: &str = "with pulse at 3× offered, evq proxy --io completion answers ≥ 90% of its probed capacity within the client timeout and ≥ 95% of the clients it does not serve learn it within 10 ms, its none series stated beside it (issues 15 and 17: overload control on the completion path)";
+/// The completion server's pulse at 3× its capacity.
+pub const COMPLETION_SERVE: &str = "with pulse at 3× offered, evq serve --io completion answers ≥ 90% of its probed capacity within the client timeout and ≥ 95% of the clients it does not serve learn it within 10 ms, its none series stated beside it (issues 15 and 17: overload control on the completion path)";
 /// Against nginx: goodput.
 pub const BEATS_NGINX: &str = "at 3× and 5× offered, evq serve with pulse (epoll × 1) keeps at least as large a share of its capacity as nginx does of its own (within 2 points), as the lab configures it and as tuned against overload (backlog 64, limit_conn 64 → 503) (issue 15)";
 /// Against nginx: how the unserved learn it.
@@ -308,18 +310,28 @@ pub fn check_faster_than_nginx(points: &[Point]) -> ClaimCheck {
     )
 }
 
-/// The completion proxy's pulse at 3×, against its probed capacity (its
-/// `none` sweep has no point near capacity in a quick run, so the probe is
-/// the measure here), with `none` beside it.
+/// The completion proxy's pulse at 3×, against its probed capacity.
 pub fn check_completion_proxy(r: &Records) -> ClaimCheck {
-    let key = format!("{WORK_RIG} {PROXY_COMPLETION}");
+    check_completion(r, PROXY_COMPLETION, COMPLETION_PROXY)
+}
+
+/// The completion server's pulse at 3×, against its probed capacity.
+pub fn check_completion_serve(r: &Records) -> ClaimCheck {
+    check_completion(r, SERVE_COMPLETION, COMPLETION_SERVE)
+}
+
+/// A completion loop's (`server`'s) pulse at 3×, against its probed capacity
+/// (its `none` sweep has no point near capacity in a quick run, so the probe
+/// is the measure here), with `none` beside it, as `claim`.
+fn check_completion(r: &Records, server: &str, claim: &str) -> ClaimCheck {
+    let key = format!("{WORK_RIG} {server}");
     let capacity = r
         .rig_probes
         .iter()
         .find(|(name, _, threads, _)| *name == key && *threads == 1)
         .map(|p| p.3);
-    let pulse = at_server(&r.points, PROXY_COMPLETION, JUDGED, 1, 3.0);
-    let none = at_server(&r.points, PROXY_COMPLETION, "none", 1, 3.0);
+    let pulse = at_server(&r.points, server, JUDGED, 1, 3.0);
+    let none = at_server(&r.points, server, "none", 1, 3.0);
     let describe = |p: &Point, cap: f64| {
         let s = p.settled();
         format!(
@@ -339,7 +351,7 @@ pub fn check_completion_proxy(r: &Records) -> ClaimCheck {
             describe(p, cap),
             none.map_or(String::new(), |n| format!("; {}", describe(n, cap)))
         ),
-        (None, _) => "no capacity probe of the completion proxy".into(),
+        (None, _) => format!("no capacity probe of {server}"),
         _ => "3× with pulse not run".into(),
     };
     let holds = match (capacity, pulse) {
@@ -349,9 +361,9 @@ pub fn check_completion_proxy(r: &Records) -> ClaimCheck {
         _ => None,
     };
     ClaimCheck::judged(
-        COMPLETION_PROXY,
+        claim,
         measured,
         holds,
-        &format!("capacity = the closed-loop probe of the completion proxy (32 connections) in this run; holds if pulse's goodput at 3× ≥ 0.90 of it and refused-within-10-ms ≥ 95% of (refused + timed out) after the warm-up; `none` is stated, not judged; not measured without the probe or the point, or if the client started < {:.0}% of its offered rate", 100.0 * CLIENT_KEEPS_UP),
+        &format!("capacity = the closed-loop probe of {server} (32 connections) in this run; holds if pulse's goodput at 3× ≥ 0.90 of it and refused-within-10-ms ≥ 95% of (refused + timed out) after the warm-up; `none` is stated, not judged; not measured without the probe or the point, or if the client started < {:.0}% of its offered rate", 100.0 * CLIENT_KEEPS_UP),
     )
 }

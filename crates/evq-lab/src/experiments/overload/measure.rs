@@ -58,6 +58,9 @@ pub const PROXY: &str = "evq proxy";
 /// `evq proxy --io completion`, in this process, in front of an `evq serve`
 /// (issue 17): its policies are [`COMPLETION_POLICIES`].
 pub const PROXY_COMPLETION: &str = "evq proxy --io completion";
+/// `evq serve --io completion`, in this process (issue 17): its policies are
+/// [`COMPLETION_POLICIES`]; it runs where the completion proxy does.
+pub const SERVE_COMPLETION: &str = "evq serve --io completion";
 /// The policies the completion loops take.
 pub const COMPLETION_POLICIES: [&str; 2] = ["none", "pulse"];
 /// nginx from Debian's package, a process of its own.
@@ -384,15 +387,13 @@ pub fn measure(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
         }
         if !plan.proxy_policies.is_empty() && one.rig == WORK_RIG {
             match evq::completion::CompletionRing::new() {
-                Ok(_) => shapes.push((
-                    Shape {
-                        server: PROXY_COMPLETION,
-                        ..one
-                    },
-                    &completion_policies[..],
-                )),
+                Ok(_) => {
+                    for server in [SERVE_COMPLETION, PROXY_COMPLETION] {
+                        shapes.push((Shape { server, ..one }, &completion_policies[..]));
+                    }
+                }
                 Err(e) => missing.push(format!(
-                    "{PROXY_COMPLETION} series not run: this kernel has no io_uring completion API ({e})"
+                    "{SERVE_COMPLETION} and {PROXY_COMPLETION} series not run: this kernel has no io_uring completion API ({e})"
                 )),
             }
         }

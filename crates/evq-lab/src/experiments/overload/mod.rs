@@ -1,7 +1,8 @@
 //! Overload (issue 15; SEEDS 001 Graphs 3–4 extended): `evq serve` offered
 //! 0.5× to 5× its capacity under each overload policy — none, seed 001's
 //! EWMA-and-reset, `gate`, `codel` and `pulse` — on epoll (one thread and
-//! two) and rtsig-bulk; `evq proxy` under the same policies; nginx as
+//! two) and rtsig-bulk; `evq proxy` under the same policies; `evq serve
+//! --io completion` and `evq proxy --io completion` under none and pulse; nginx as
 //! configured and as tuned against overload. Goodput (replies within the
 //! client timeout), p99 of the replies served, and whether unserved clients
 //! learned it fast or timed out.
@@ -37,6 +38,7 @@ impl Experiment for Overload {
             judge::BEATS_SEED.into(),
             judge::PROXY_GOODPUT.into(),
             judge::COMPLETION_PROXY.into(),
+            judge::COMPLETION_SERVE.into(),
             judge::BEATS_NGINX.into(),
             judge::FASTER_THAN_NGINX.into(),
         ]
@@ -62,6 +64,7 @@ impl Experiment for Overload {
                 judge::check_beats_seed(p),
                 judge::check_proxy_goodput(p),
                 judge::check_completion_proxy(r),
+                judge::check_completion_serve(r),
                 judge::check_beats_nginx(p),
                 judge::check_faster_than_nginx(p),
             ],

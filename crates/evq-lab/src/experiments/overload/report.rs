@@ -15,6 +15,9 @@ fn label(p: &Point) -> String {
     };
     let what = if p.server == NGINX {
         p.policy.clone()
+    } else if p.server.ends_with("--io completion") {
+        // No backend: io_uring completions.
+        format!("{} ×{}", p.policy, p.threads)
     } else {
         format!("{} {}×{}", p.policy, p.backend, p.threads)
     };
@@ -119,7 +122,7 @@ pub fn notes(r: &Records) -> Vec<String> {
         .map(|(g, b, t, c)| format!("{g} {b}×{t} {c:.0}/s"))
         .collect();
     if !pl.proxy_policies.is_empty() || !pl.nginx.is_empty() {
-        notes.push(format!("Beside `evq serve`: `evq proxy` (policies {:?}) in this process in front of an `evq serve` origin without work (and `evq proxy --io completion`, policies none and pulse, where the kernel has the completion API), the proxy spending {} µs of CPU on each request (`--work-us`, a proxy's own work such as TLS), proxy and origin on the server's CPU; and nginx (configurations {:?}: `default` as the lab configures it for every comparison, backlog 4096; `tuned` as a user tunes it against overload, `listen … backlog={SMALL_BACKLOG}` and `limit_conn` of {NGINX_LIMIT_CONN} connections answered with 503), one worker pinned to the server's CPU, whose work is `gzip_comp_level 9` of a {} KiB text for each request (`Accept-Encoding: gzip`), near evq's {} µs. Their capacities: {}.", pl.proxy_policies, WORK.as_micros(), pl.nginx, NGINX_WORK_BYTES / 1024, WORK.as_micros(), if others.is_empty() { "not probed".to_string() } else { others.join(", ") }));
+        notes.push(format!("Beside `evq serve`: `evq proxy` (policies {:?}) in this process in front of an `evq serve` origin without work (and `evq proxy --io completion`, policies none and pulse, where the kernel has the completion API; `evq serve --io completion` likewise, on the server's rig, beside `evq serve`), the proxy spending {} µs of CPU on each request (`--work-us`, a proxy's own work such as TLS), proxy and origin on the server's CPU; and nginx (configurations {:?}: `default` as the lab configures it for every comparison, backlog 4096; `tuned` as a user tunes it against overload, `listen … backlog={SMALL_BACKLOG}` and `limit_conn` of {NGINX_LIMIT_CONN} connections answered with 503), one worker pinned to the server's CPU, whose work is `gzip_comp_level 9` of a {} KiB text for each request (`Accept-Encoding: gzip`), near evq's {} µs. Their capacities: {}.", pl.proxy_policies, WORK.as_micros(), pl.nginx, NGINX_WORK_BYTES / 1024, WORK.as_micros(), if others.is_empty() { "not probed".to_string() } else { others.join(", ") }));
     }
     notes.push(format!(
         "Overload: `evq serve` in this process, one listening socket per thread (`--accept reuseport`), so that one `evq load` thread can offer it {:?} × its capacity. Each point: a fresh server, an open loop of one request per connection for {} s, client timeout {} s (also the servers' `--deadline` and `--late-after` for every policy but none), refusals within {FAST_REFUSAL_MS} ms count as fast. Goodput counts the schedule's last three quarters; the p99 and fast-refusal claims count the requests due in them (the first quarter is the overload's onset). Capacity for the ratios = the peak goodput of the `none` sweep of the same (rig, backend, threads) in this run. Policies are rotated from point to point. One run per point.",
@@ -163,6 +166,7 @@ pub fn notes(r: &Records) -> Vec<String> {
 pub fn commands(r: &Records) -> Vec<String> {
     vec![
         "evq serve --backend B --threads T --accept reuseport --reply-size 1024 --work-us 400 --overload none|seed001|gate|codel|pulse --deadline D --late-after D --listen 127.0.0.1:P   (work rig; quota rig: no --work-us, the threads on SCHED_DEADLINE 100 µs per 1 ms)".into(),
+        "evq serve --io completion --reply-size 1024 --work-us 400 --overload none|pulse --late-after D --listen 127.0.0.1:P   (on io_uring completions; no --deadline: its pulse takes none)".into(),
         "evq proxy --origin 127.0.0.1:O --work-us 400 --overload none|seed001|pulse --deadline D --late-after D --listen 127.0.0.1:P   (in front of evq serve --listen 127.0.0.1:O)".into(),
         "evq proxy --io completion --origin 127.0.0.1:O --work-us 400 --overload none|pulse --listen 127.0.0.1:P   (the same, on io_uring completions; no --deadline: its pulse takes none)".into(),
         "nginx -c nginx.conf   (one worker; gzip on; gzip_comp_level 9; gzip_types *; tuned: listen … backlog=64; limit_conn_zone $server_name zone=all:1m; limit_conn all 64; limit_conn_status 503; the load asks for /work.txt with Accept-Encoding: gzip)".into(),

@@ -1,17 +1,18 @@
 //! The servers an overload sweep runs against, started and placed for a rig:
-//! `evq serve` and `evq proxy` in this process, nginx as a process of its
-//! own. Each gives its address, what a client asks it for, and at the end
+//! `evq serve` and `evq proxy` in this process (on readiness events and on
+//! completions), nginx as a process of its own. Each gives its address, what a client asks it for, and at the end
 //! its own counts (nginx keeps none the lab can read: zeros).
 
 use super::measure::{
     policy, BUDGET_PERIOD, BUDGET_RUNTIME, NGINX, NGINX_DEFAULT, NGINX_LIMIT_CONN, NGINX_TUNED,
     NGINX_WORK_BYTES, NGINX_WORK_FILE, PROXY, PROXY_COMPLETION, QUOTA_RIG, REPLY_SIZE, SERVE,
-    SMALL_BACKLOG, WORK, WORK_RIG,
+    SERVE_COMPLETION, SMALL_BACKLOG, WORK, WORK_RIG,
 };
 use crate::rig::{Docroot, PeerServer, PeerServerKind, Tuning};
 use evq::BackendKind;
 use evq_http::{
-    IoModel, OverloadConfig, OverloadPolicy, ProxyConfig, ProxyHandle, ServeConfig, ServerHandle,
+    CompletionServerHandle, IoModel, OverloadConfig, OverloadPolicy, ProxyConfig, ProxyHandle,
+    ServeConfig, ServerHandle,
 };
 use std::io;
 use std::net::SocketAddr;
@@ -22,7 +23,8 @@ use std::time::Duration;
 pub struct Shape<'a> {
     /// [`WORK_RIG`] or [`QUOTA_RIG`].
     pub rig: &'a str,
-    /// The server: [`SERVE`], [`PROXY`] or [`NGINX`].
+    /// The server: [`SERVE`], [`SERVE_COMPLETION`], [`PROXY`],
+    /// [`PROXY_COMPLETION`] or [`NGINX`].
     pub server: &'a str,
     /// The backend (nginx: epoll, its own).
     pub kind: BackendKind,
@@ -61,6 +63,7 @@ pub struct ServerSide {
 
 enum Inner {
     Serve(ServerHandle),
+    ServeCompletion(CompletionServerHandle),
     Proxy(ProxyHandle, ServerHandle),
     Nginx(PeerServer, Docroot),
 }
@@ -106,6 +109,17 @@ impl Running {
                     flushed: s.refused.flushed,
                     served_late: s.served_late,
                     responses: s.responses.values().sum(),
+                })
+            }
+            Inner::ServeCompletion(server) => {
+                let s = server.stop()?;
+                // It refuses only by not listening (the kernel resets those
+                // clients): every connection it accepted, it serves.
+                Ok(ServerSide {
+                    accepts: s.accepted,
+                    admitted: s.accepted,
+                    responses: s.requests,
+                    ..ServerSide::default()
                 })
             }
             Inner::Proxy(proxy, origin) => {
@@ -193,6 +207,19 @@ pub fn start(shape: Shape, name: &str, timeout_s: f64) -> io::Result<Running> {
             Ok(Running {
                 addr: s.addr(),
                 inner: Inner::Serve(s),
+                refused,
+            })
+        }
+        SERVE_COMPLETION => {
+            let mut cfg = serve_config(rig, kind, threads, name, timeout_s)?;
+            // The completion server's pulse takes no deadline.
+            cfg.overload.deadline = None;
+            let s = CompletionServerHandle::start(&cfg)?;
+            let names: Vec<String> = (0..threads).map(|i| format!("evq-serve-{i}")).collect();
+            let refused = place(rig, &names);
+            Ok(Running {
+                addr: s.addr(),
+                inner: Inner::ServeCompletion(s),
                 refused,
             })
         }
