@@ -240,6 +240,10 @@ struct Conn {
     sending: bool,
     close_after_send: bool,
     closing: bool,
+    /// Its close went to the ring: the descriptor is the kernel's to close,
+    /// and its number may belong to another file by the time the close's
+    /// completion comes (never closed again here).
+    close_issued: bool,
     /// When the connection is closed if nothing moves (quirk d).
     deadline: Instant,
     io: Option<Box<ConnIo>>,
@@ -704,11 +708,19 @@ fn run_thread(
     let stats = t.ring.stats();
     t.report.enters = stats.enters;
     t.report.enobufs_rearms = stats.enobufs_rearms;
-    // Connections still open close with the ring's descriptors.
+    // Closes queued in the last round go to the kernel now (a close runs at
+    // once); the requests still in flight end when the ring drops.
+    let _ = t.ring.submit();
+    // Connections whose close never went to the ring close here. One whose
+    // close did is not closed again: the kernel closed it, and its number may
+    // already be another thread's file (in a process that runs the server
+    // beside other work, as the lab does, closing it twice closed a load
+    // client's socket).
     for (fd, conn) in t.conns.iter().enumerate() {
-        if conn.is_some() {
-            // SAFETY: an open connection's descriptor is ours (accepted, not yet
-            // closed); the ring cancels its requests when it drops below.
+        if conn.as_ref().is_some_and(|c| !c.close_issued) {
+            // SAFETY: an open connection's descriptor is ours (accepted, its
+            // close never issued); the ring cancels its requests when it drops
+            // below.
             drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
         }
     }
@@ -760,6 +772,7 @@ impl Thread<'_> {
             sending: false,
             close_after_send: false,
             closing: false,
+            close_issued: false,
             deadline: self.now + self.timeouts.idle,
             answered: 0,
             last_active: self.events,
@@ -1014,6 +1027,7 @@ impl Thread<'_> {
         }
         if conn.closing && !conn.recv_live && !conn.sending {
             self.ring.close(fd, token);
+            conn.close_issued = true;
             conn.sending = true; // nothing more may start on this connection
         }
     }
