@@ -3,8 +3,11 @@
 //! exactly, a graceful stop on request (idle connections closed, new clients
 //! refused), and the settings it lacks refused before anything starts.
 
+mod common;
+
+use common::Client;
 use evq_http::{CompletionServerHandle, OverloadPolicy, ServeConfig};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -34,27 +37,6 @@ fn config(threads: usize) -> ServeConfig {
     }
 }
 
-/// Reads one response's status and body length (Content-Length framing).
-fn response(r: &mut BufReader<TcpStream>) -> (u16, usize) {
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    let status = line.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut len = 0;
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).unwrap();
-        if h == "\r\n" {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; len];
-    r.read_exact(&mut body).unwrap();
-    (status, len)
-}
-
 fn thread_names() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -76,30 +58,22 @@ fn serves_counts_exactly_and_stops_on_request() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    // Four keep-alive clients, 25 requests each, two pipelined at a time.
-    let mut clients: Vec<_> = (0..4)
-        .map(|_| {
-            let s = TcpStream::connect(server.addr()).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            BufReader::new(s)
-        })
-        .collect();
+    // Four keep-alive clients, 25 requests each.
+    let mut clients: Vec<Client> = (0..4).map(|_| Client::connect(server.addr())).collect();
     for _ in 0..25 {
         for c in &mut clients {
-            c.get_mut()
-                .write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-                .unwrap();
+            c.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
         }
         for c in &mut clients {
-            assert_eq!(response(c), (200, 100));
+            let r = c.response(false).expect("a reply");
+            assert_eq!((r.status, r.body.len()), (200, 100));
         }
     }
     // One client stays idle through the stop: it is closed, not kept.
-    let idle = &mut clients[0];
     let started = Instant::now();
     server.request_stop();
     let mut rest = Vec::new();
-    let n = idle.read_to_end(&mut rest).unwrap_or(0);
+    let n = clients[0].stream.read_to_end(&mut rest).unwrap_or(0);
     assert_eq!(n, 0, "nothing more for an idle client");
     assert!(
         started.elapsed() < Duration::from_secs(5),
