@@ -13,19 +13,10 @@ use std::time::{Duration, Instant};
 
 /// Starts `cfg` on completions; `None` (a skip) where the kernel lacks them.
 fn start(cfg: &ServeConfig) -> Option<CompletionServerHandle> {
-    match CompletionServerHandle::start(cfg) {
-        Ok(h) => Some(h),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            evq_testkit::skip("io_uring completions", e);
-            None
-        }
-        Err(e) => panic!("the completion server starts: {e}"),
-    }
+    evq_testkit::completions_or_skip(
+        CompletionServerHandle::start(cfg),
+        "the completion server starts",
+    )
 }
 
 fn config(threads: usize) -> ServeConfig {

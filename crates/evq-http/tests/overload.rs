@@ -274,18 +274,9 @@ fn the_proxy_on_completions_pulses_too_and_relays_only_whole_replies() {
         io: IoModel::Completion,
         ..ProxyConfig::default()
     };
-    let p = match ProxyHandle::start(&cfg) {
-        Ok(p) => p,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            origin.stop();
-            return evq_testkit::skip("io_uring completions", e);
-        }
-        Err(e) => panic!("proxy starts: {e}"),
+    let Some(p) = evq_testkit::completions_or_skip(ProxyHandle::start(&cfg), "proxy starts") else {
+        origin.stop();
+        return;
     };
     let outcomes = flood(p.addr());
     let report = p.stop();

@@ -144,19 +144,12 @@ fn start_proxy(io: IoModel, cfg: ProxyConfig) -> Option<ProxyHandle> {
                 && cfg.overload.policy == OverloadPolicy::None),
         "a setting the completion model does not take: {cfg:?}"
     );
-    match ProxyHandle::start(&ProxyConfig { io, ..cfg }) {
-        Ok(proxy) => Some(proxy),
-        Err(e)
-            if io == IoModel::Completion
-                && matches!(
-                    e.kind(),
-                    std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied
-                ) =>
-        {
-            evq_testkit::skip("io_uring completions", e);
-            None
+    let started = ProxyHandle::start(&ProxyConfig { io, ..cfg });
+    match io {
+        IoModel::Completion => evq_testkit::completions_or_skip(started, "proxy on completions"),
+        IoModel::Readiness => {
+            Some(started.unwrap_or_else(|e| panic!("proxy starts on {io:?}: {e}")))
         }
-        Err(e) => panic!("proxy starts on {io:?}: {e}"),
     }
 }
 

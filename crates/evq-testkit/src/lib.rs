@@ -85,6 +85,30 @@ pub fn skip_backend(backend: &str, why: impl Display) {
     );
 }
 
+/// `started`'s value, or `None` after a [`skip`] of "io_uring completions"
+/// where the kernel lacks the completion API — the `Unsupported` or
+/// `PermissionDenied` error `evq::completion` (and every server and client
+/// built on it) reports then. Any other error fails the test, naming `what`.
+///
+/// # Panics
+/// On any other error; on those two, as [`skip`].
+#[track_caller]
+pub fn completions_or_skip<T>(started: std::io::Result<T>, what: &str) -> Option<T> {
+    match started {
+        Ok(v) => Some(v),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            skip("io_uring completions", e);
+            None
+        }
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
 /// The kernel's own word on a thread of this process: its state letter from
 /// `/proc` (`R`, `S`, …) and the system call it is blocked in (the first field of
 /// `/proc/self/task/TID/syscall`; -1 while it runs), so a test can wait until a

@@ -12,19 +12,7 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 /// A completion ring, or `None` (printed; a failure under `EVQ_REQUIRE_ALL=1`)
 /// where the kernel lacks what the completion API needs.
 pub fn ring(options: CompletionOptions) -> Option<CompletionRing> {
-    match CompletionRing::with_options(options) {
-        Ok(r) => Some(r),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            evq_testkit::skip("io_uring completions", e);
-            None
-        }
-        Err(e) => panic!("CompletionRing: {e}"),
-    }
+    evq_testkit::completions_or_skip(CompletionRing::with_options(options), "CompletionRing")
 }
 
 /// One completion as plain data, so it can be kept past the next dequeue.
