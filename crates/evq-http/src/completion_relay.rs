@@ -1502,7 +1502,6 @@ impl CompletionRelay {
             let or = &self.origins[o];
             let Some(i) = or.client else { continue };
             if !or.sock.open()
-                || or.sock.closing
                 || or.sock.input_ended
                 || or.sock.recv.is_none()
                 || self.clients[i].deadline > quiet

@@ -200,26 +200,23 @@ pub fn start(shape: Shape, name: &str, timeout_s: f64) -> io::Result<Running> {
         threads,
     } = shape;
     match server {
-        SERVE => {
-            let s = ServerHandle::start(&serve_config(rig, kind, threads, name, timeout_s)?)?;
-            let names: Vec<String> = (0..threads).map(|i| format!("evq-serve-{i}")).collect();
-            let refused = place(rig, &names);
-            Ok(Running {
-                addr: s.addr(),
-                inner: Inner::Serve(s),
-                refused,
-            })
-        }
-        SERVE_COMPLETION => {
+        SERVE | SERVE_COMPLETION => {
             let mut cfg = serve_config(rig, kind, threads, name, timeout_s)?;
-            // The completion server's pulse takes no deadline.
-            cfg.overload.deadline = None;
-            let s = CompletionServerHandle::start(&cfg)?;
+            let (addr, inner) = if server == SERVE {
+                let s = ServerHandle::start(&cfg)?;
+                (s.addr(), Inner::Serve(s))
+            } else {
+                // The completion server's pulse takes no deadline.
+                cfg.overload.deadline = None;
+                let s = CompletionServerHandle::start(&cfg)?;
+                (s.addr(), Inner::ServeCompletion(s))
+            };
+            // Both name their threads alike.
             let names: Vec<String> = (0..threads).map(|i| format!("evq-serve-{i}")).collect();
             let refused = place(rig, &names);
             Ok(Running {
-                addr: s.addr(),
-                inner: Inner::ServeCompletion(s),
+                addr,
+                inner,
                 refused,
             })
         }
