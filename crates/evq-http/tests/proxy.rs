@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// An origin that answers by path: /cl, /chunked, /close, /garbage, /hang,
-/// /reset, /pause (half the body, 400 ms of silence, the rest), /reset-mid
+/// /reset, /pause (half the body, 1 s of silence, the rest), /reset-mid
 /// (half the body, then a reset), /echo (reads a Content-Length or chunked
 /// body, reports its size).
 fn scripted_origin() -> SocketAddr {
@@ -89,7 +89,7 @@ fn serve_origin_conn(mut s: TcpStream) {
             }
             "/pause" => {
                 let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
-                std::thread::sleep(Duration::from_millis(400));
+                std::thread::sleep(Duration::from_secs(1));
                 b"world".to_vec()
             }
             "/reset" | "/reset-mid" => {
@@ -288,15 +288,23 @@ on_both_models!(
     an_origin_quiet_or_reset_mid_response_on_completions
 );
 
-/// An origin silent mid-response for most of the origin timeout is waited
-/// for (the completion relay peeks such an origin each sweep, quirk j, and
-/// must find it alive); one that resets mid-response has the client's
-/// connection end at once, not at the timeout, with no reply taken for whole.
+/// An origin silent mid-response for half the origin timeout (four of the
+/// completion relay's sweeps, each of which peeks it: quirk j) is waited for
+/// and found alive; one that resets mid-response has the client's connection
+/// end at once, not at the timeout, with no reply taken for whole.
 fn origin_quiet_mid_response(io: IoModel) {
-    let Some(proxy) = proxy_to(io, scripted_origin()) else {
+    let Some(proxy) = start_proxy(
+        io,
+        ProxyConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            origin: scripted_origin(),
+            origin_timeout: Duration::from_secs(2),
+            ..ProxyConfig::default()
+        },
+    ) else {
         return;
     };
-    for _ in 0..3 {
+    for _ in 0..2 {
         let r = get(proxy.addr(), "GET /pause HTTP/1.1\r\nHost: o\r\n\r\n")
             .expect("a paused response comes whole");
         assert_eq!((r.status, r.body.as_slice()), (200, &b"helloworld"[..]));
