@@ -169,9 +169,21 @@ fn run_kernel_work_takes_up_what_a_busy_dequeue_leaves_waiting() {
             "the connection waits in the listen queue, not taken up"
         );
     }
-    r.run_kernel_work().unwrap();
-    // The accept's completion is queued beside the next nop's.
-    assert_eq!(tokens(&mut r, &mut batch, 2), [2, 7]);
+    // The accept's completion comes queued beside a nop's once the kernel
+    // was asked (the handshake's last step may still be in softirq on a
+    // loaded machine: ask again until it is done, never entering otherwise).
+    let until = Instant::now() + PATIENCE;
+    for nop in 100.. {
+        r.run_kernel_work().unwrap();
+        let got = tokens(&mut r, &mut batch, nop);
+        if got.contains(&7) {
+            assert_eq!(got, [7, nop]);
+            break;
+        }
+        assert_eq!(got, [nop]);
+        assert!(Instant::now() < until, "the accept never completed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]
