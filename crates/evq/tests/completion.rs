@@ -186,6 +186,86 @@ fn run_kernel_work_takes_up_what_a_busy_dequeue_leaves_waiting() {
     }
 }
 
+/// Quirk q: a multishot accept cancelled but not yet ended (its cancel's work
+/// deferred) takes the wake-up of a connection that arrives meanwhile, and an
+/// accept armed beside it sleeps with the connection queued; the next
+/// connection wakes it, and it takes both.
+#[test]
+fn an_accept_armed_beside_a_cancelled_one_sleeps_until_the_next_connection() {
+    let Some(mut r) = ring(CompletionOptions::new()) else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let lfd = listener.as_raw_fd();
+    let dying = r.accept_multishot(lfd, 1);
+    let mut batch = Completions::with_capacity(16);
+    // Nothing to deliver: the dequeue enters, and the accept waits.
+    assert_eq!(
+        r.get_next_completion(&mut batch, Some(Duration::ZERO))
+            .unwrap(),
+        0
+    );
+    r.cancel(dying, 9);
+    r.accept_multishot(lfd, 2);
+    // Both go in without asking for events: the cancel's work waits.
+    r.submit().unwrap();
+    let _first = TcpStream::connect(addr).unwrap();
+    // Queued on the listener (the handshake's last step runs in softirq).
+    let until = Instant::now() + PATIENCE;
+    let mut pfd = libc::pollfd {
+        fd: lfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd that lives across the call.
+    while unsafe { libc::poll(&mut pfd, 1, 10) } != 1 {
+        assert!(Instant::now() < until, "the connection never queued");
+    }
+    let mut accepted = Vec::new();
+    let keep = |batch: &Completions, accepted: &mut Vec<OwnedFd>| {
+        let mut tokens = Vec::new();
+        for c in batch.iter() {
+            if let Some(fd) = c.accepted_fd() {
+                // SAFETY: the accepted descriptor is ours from its completion on.
+                accepted.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+            tokens.push((c.token(), c.more()));
+        }
+        tokens
+    };
+    // Now the cancel runs: the dying accept ends, and nothing is accepted.
+    let mut ended = Vec::new();
+    while !ended.contains(&(1, false)) {
+        assert!(Instant::now() < until, "the cancel never ended the accept");
+        r.get_next_completion(&mut batch, Some(Duration::from_millis(50)))
+            .unwrap();
+        ended.extend(keep(&batch, &mut accepted));
+    }
+    if r.setup().defer_taskrun {
+        assert!(
+            accepted.is_empty() && !ended.iter().any(|&(t, _)| t == 2),
+            "the new accept took the connection: {ended:?}"
+        );
+        // Still queued, the new accept asleep: asking again changes nothing.
+        r.get_next_completion(&mut batch, Some(Duration::from_millis(100)))
+            .unwrap();
+        assert!(keep(&batch, &mut accepted).is_empty());
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::poll(&mut pfd, 1, 0) }, 1, "still queued");
+    }
+    // The next connection wakes it: it takes everything queued.
+    let _second = TcpStream::connect(addr).unwrap();
+    while accepted.len() < 2 {
+        assert!(Instant::now() < until, "accepted {}", accepted.len());
+        r.get_next_completion(&mut batch, Some(Duration::from_millis(50)))
+            .unwrap();
+        for (t, more) in keep(&batch, &mut accepted) {
+            assert_eq!((t, more), (2, true));
+        }
+    }
+}
+
 #[test]
 fn multishot_accept_delivers_every_connection_and_reports_errors() {
     let Some(mut r) = ring(CompletionOptions::new()) else {

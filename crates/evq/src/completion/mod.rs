@@ -171,6 +171,18 @@
 //!    late. [`CompletionRing::run_kernel_work`] has the kernel catch up without
 //!    waiting: one system call, for a loop to make every few milliseconds of
 //!    its own work.
+//! q) **A cancelled accept takes the wake-ups of the one armed after it.** The
+//!    kernel wakes one accept per new connection (an accept waits on its
+//!    listener as an exclusive waiter), and a cancelled multishot accept stays
+//!    on the listener's wait queue until the cancel's work runs — with
+//!    `DEFER_TASKRUN`, when the thread next asks for events (quirk p). A
+//!    connection arriving meanwhile wakes the dying accept, not a new one armed
+//!    beside it; the new one sleeps on, with the connection queued, until
+//!    another arrives. Once the listen queue is full none arrives: seen as a
+//!    server that stopped accepting for good, listening, 4,097 clients queued.
+//!    Arm the replacement after the cancelled accept's last completion (or
+//!    have the kernel run the cancel at once with
+//!    [`CompletionRing::run_kernel_work`], which narrows the window only).
 
 /// Builds an SQE on a [`Target`]: `$f` is io-uring's `types::Fd` or `types::Fixed`
 /// (every opcode builder is generic over the two), `$build` the builder call.
