@@ -53,6 +53,9 @@ const EXPIRY_ENTRIES: u32 = 3;
 /// Fewest arrivals an open pulse counts before it may judge the arrival rate
 /// slower than the service.
 const MIN_SAMPLE: u32 = 4;
+/// Intervals after pulses end in which a long wait starts them again at
+/// once (the readiness pulse's memory, `overload.rs`).
+const MEMORY: u32 = 10;
 
 /// What the loop does with its listener after a round of completions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,7 +103,14 @@ pub(crate) struct Pulse {
     /// last interval found the queue standing.
     min_wait: Option<Duration>,
     standing: bool,
+    /// The latest wait measured, and when pulses last ended.
+    last_wait: Duration,
+    ended: Option<Instant>,
     phase: Phase,
+    /// The accept cancelled when the listener was last shut, until its final
+    /// completion comes: no new accept is armed before (see
+    /// [`Pulse::accept_ended`]).
+    ending: Option<OpId>,
     /// Times the loop drained the ring's completions so far.
     entry: u32,
     /// New connections whose request has not been seen yet, by the count of
@@ -111,6 +121,9 @@ pub(crate) struct Pulse {
     /// connection, as `evq dead` holds), and drops out.
     unseen: VecDeque<(u32, Instant, u32)>,
     unseen_total: usize,
+    /// New connections whose first request came and waits in the loop's own
+    /// queue, as the loop counts them ([`Pulse::queued`]).
+    queued: usize,
     /// Times the listener was shut.
     pub(crate) pulses: u64,
     /// Time spent not listening.
@@ -128,10 +141,14 @@ impl Pulse {
             rate: 0.0,
             min_wait: None,
             standing: false,
+            last_wait: Duration::ZERO,
+            ended: None,
             phase: Phase::Normal,
+            ending: None,
             entry: 0,
             unseen: VecDeque::new(),
             unseen_total: 0,
+            queued: 0,
             pulses: 0,
             closed_for: Duration::ZERO,
         }
@@ -193,12 +210,21 @@ impl Pulse {
     /// A new connection's first request waited this long before its answer.
     pub(crate) fn waited(&mut self, waited: Duration) {
         self.min_wait = Some(self.min_wait.map_or(waited, |m| m.min(waited)));
+        self.last_wait = waited;
     }
 
-    /// New connections accepted lately whose first bytes the loop has not
-    /// read yet: the queue, as the loop can count it.
+    /// A loop that takes up requests after it reads them (the proxy's, quirk
+    /// l) says how many new connections' first requests wait in its queue:
+    /// they count as waiting until taken up, however long that is.
+    pub(crate) fn queued(&mut self, n: usize) {
+        self.queued = n;
+    }
+
+    /// New connections accepted lately whose first request the loop has not
+    /// taken up: those whose first bytes it has not read yet, and those whose
+    /// request waits in its queue.
     fn waiting(&self) -> usize {
-        self.unseen_total
+        self.unseen_total + self.queued
     }
 
     /// Whether overload was seen: the queue stood in the last interval, or
@@ -239,8 +265,16 @@ impl Pulse {
             self.since = now;
         }
         let batch = self.batch();
+        // Pulses that ended lately start again on one long wait: the
+        // overload was proven (CoDel, too, remembers its dropping state),
+        // and a whole interval let in unchecked at three times the capacity
+        // is a queue twice the interval long.
+        let relapse = self.last_wait > self.target
+            && self
+                .ended
+                .is_some_and(|t| now.saturating_duration_since(t) < self.interval * MEMORY);
         match self.phase {
-            Phase::Normal if self.standing && waiting > batch => self.close(now),
+            Phase::Normal if (self.standing || relapse) && waiting > batch => self.close(now),
             Phase::Normal => Action::Keep,
             Phase::Closed { since } => {
                 let shut = now.saturating_duration_since(since);
@@ -267,6 +301,7 @@ impl Pulse {
                     && f64::from(arrivals) / open_for.as_secs_f64().max(1e-6) <= self.rate;
                 if slow || open_for >= self.interval {
                     self.phase = Phase::Normal;
+                    self.ended = Some(now);
                 }
                 Action::Keep
             }
@@ -290,18 +325,49 @@ impl Pulse {
             Action::StopListening => {
                 if let Some(id) = accept.take() {
                     ring.cancel(id, l.cancel_token);
+                    self.ending = Some(id);
                 }
                 overload::stop_listening(l.fd);
+                // The cancel ends the accept only when the kernel runs its
+                // work (the ring's quirk p): have it run now.
+                let _ = ring.run_kernel_work();
             }
             Action::ListenAgain => {
                 // A socket that cannot listen again is left as a failed
                 // listener is: its accept fails and goes again later.
                 let _ = overload::listen_again(l.fd, l.addr, l.backlog);
-                if accept.is_none() && !accept_waiting {
+                if accept.is_none() && !accept_waiting && self.ending.is_none() {
                     *accept = Some(ring.accept_multishot(l.fd, l.accept_token));
                 }
             }
         }
+    }
+
+    /// An accept's final completion came (`op`): whether the loop should arm
+    /// a new one now — it was the accept the pulse cancelled, and the
+    /// listener listens again already.
+    ///
+    /// Why the pulse waits for it: the kernel wakes one accept per new
+    /// connection (an accept waits on its listener as an exclusive waiter),
+    /// and a cancelled accept stays on the listener's wait queue until the
+    /// kernel runs the cancel's work. An accept armed beside it sleeps while
+    /// the wake-ups go to the dying one; by the time it is gone the listen
+    /// queue can be full, and a full queue wakes nobody again: the loop
+    /// stopped accepting for good, listening, with 4,097 clients in the
+    /// queue (seen at three times the capacity, 1 run in 3, once listening
+    /// again came before the cancel ended).
+    pub(crate) fn accept_ended(&mut self, op: OpId) -> bool {
+        if self.ending != Some(op) {
+            return false;
+        }
+        self.ending = None;
+        self.listening()
+    }
+
+    /// Whether an accept the pulse cancelled has not ended yet: no other may
+    /// be armed meanwhile ([`Pulse::accept_ended`]).
+    pub(crate) fn accept_ending(&self) -> bool {
+        self.ending.is_some()
     }
 
     fn close(&mut self, now: Instant) -> Action {
@@ -337,6 +403,12 @@ mod tests {
         }
 
         fn round(&mut self, at: Instant, new: u32, answer: u32, wait: Duration) -> Action {
+            self.prepare(at, new, answer, wait);
+            self.p.decide(at)
+        }
+
+        /// [`Rig::round`] but the decision.
+        fn prepare(&mut self, at: Instant, new: u32, answer: u32, wait: Duration) {
             self.p.drained();
             for _ in 0..new {
                 let e = self.p.accepted(at);
@@ -349,7 +421,6 @@ mod tests {
                     self.p.waited(wait);
                 }
             }
-            self.p.decide(at)
         }
     }
 
@@ -452,5 +523,114 @@ mod tests {
         }
         assert_eq!(p.decide(t0 + Duration::from_millis(100)), Action::Keep);
         assert_eq!(p.waiting(), 9);
+    }
+
+    #[test]
+    fn pulses_that_ended_lately_start_again_on_one_long_wait() {
+        let t0 = Instant::now();
+        let mut g = Rig::new(t0);
+        // As in the test above: a standing queue, one pulse, then arrivals
+        // slower than the service end the pulses.
+        g.round(t0 + 50 * MS, 209, 0, MS);
+        g.round(t0 + 100 * MS, 0, 200, 40 * MS);
+        assert_eq!(g.round(t0 + 101 * MS, 41, 0, MS), Action::StopListening);
+        assert_eq!(g.round(t0 + 106 * MS, 0, 48, 40 * MS), Action::ListenAgain);
+        assert_eq!(g.round(t0 + 116 * MS, 4, 0, MS), Action::Keep);
+        assert_eq!(g.p.phase, Phase::Normal, "pulses ended");
+        // A new interval whose waits were all short: not standing.
+        assert_eq!(g.round(t0 + 216 * MS, 0, 4, MS), Action::Keep);
+        assert!(!g.p.standing);
+        // The flood comes back: one long wait and more than a batch waiting
+        // shut the listener at once, not an interval later.
+        assert_eq!(
+            g.round(t0 + 220 * MS, 30, 1, 20 * MS),
+            Action::StopListening
+        );
+        // Long after the pulses ended, one long wait is only a burst.
+        let mut h = Rig::new(t0);
+        h.round(t0 + 50 * MS, 209, 0, MS);
+        h.round(t0 + 100 * MS, 0, 200, 40 * MS);
+        h.round(t0 + 101 * MS, 41, 0, MS);
+        h.round(t0 + 106 * MS, 0, 48, 40 * MS);
+        h.round(t0 + 116 * MS, 4, 0, MS);
+        h.round(t0 + 216 * MS, 0, 4, MS);
+        h.round(t0 + 2_000 * MS, 0, 0, MS);
+        assert_eq!(h.round(t0 + 2_004 * MS, 30, 1, 20 * MS), Action::Keep);
+    }
+
+    #[test]
+    fn requests_waiting_in_the_loop_count_however_long_they_wait() {
+        let t0 = Instant::now();
+        let mut g = Rig::new(t0);
+        // A standing queue measured; 300 new connections whose requests came
+        // (bytes read), all waiting in the loop's own queue.
+        g.round(t0 + 50 * MS, 209, 0, MS);
+        g.round(t0 + 100 * MS, 0, 200, 40 * MS);
+        g.prepare(t0 + 100 * MS, 300, 0, MS);
+        for e in g.waiting.drain(..).collect::<Vec<_>>() {
+            g.p.request_in(e);
+        }
+        g.p.queued(300);
+        assert_eq!(g.p.decide(t0 + 101 * MS), Action::StopListening);
+        // Three drains and an interval later they are not idle connections:
+        // they still wait, and the listener stays shut.
+        for k in 0..4 {
+            g.p.drained();
+            assert_eq!(g.p.decide(t0 + (150 + k) * MS), Action::Keep);
+        }
+        assert_eq!(g.p.waiting(), 300);
+        assert!(!g.p.listening());
+        // Taken up (the loop says none wait): it listens again.
+        g.p.queued(0);
+        assert_eq!(g.p.decide(t0 + 160 * MS), Action::ListenAgain);
+    }
+
+    #[test]
+    fn no_accept_is_armed_beside_the_one_the_pulse_cancelled() {
+        use std::os::fd::AsRawFd;
+        let Some(mut ring) = evq_testkit::completions_or_skip(CompletionRing::new(), "ring") else {
+            return;
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = PulsedListener {
+            fd: listener.as_raw_fd(),
+            addr: listener.local_addr().unwrap(),
+            backlog: 16,
+            accept_token: 1,
+            cancel_token: 2,
+        };
+        let first = ring.accept_multishot(l.fd, l.accept_token);
+        let mut accept = Some(first);
+        let t0 = Instant::now();
+        let mut g = Rig::new(t0);
+        g.round(t0 + 50 * MS, 200, 0, MS);
+        g.round(t0 + 99 * MS, 50, 0, MS);
+        g.prepare(t0 + 100 * MS, 0, 200, 40 * MS);
+        g.p.round(t0 + 100 * MS, &mut ring, &mut accept, false, &l);
+        assert!(!g.p.listening(), "shut");
+        assert_eq!(accept, None, "the accept is cancelled");
+        assert!(g.p.accept_ending());
+        // An interval later it listens again, but arms nothing while the
+        // cancelled accept has not ended (the ring's quirk q).
+        g.prepare(t0 + 200 * MS, 0, 0, MS);
+        g.p.round(t0 + 200 * MS, &mut ring, &mut accept, false, &l);
+        assert!(g.p.listening());
+        assert_eq!(accept, None, "armed beside the cancelled accept");
+        assert!(!g.p.accept_ended(ring.nop(3)), "another operation's end");
+        // The cancelled accept's last completion: now a new one may go.
+        let mut batch = evq::completion::Completions::with_capacity(8);
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            assert!(Instant::now() < until, "the cancelled accept never ended");
+            ring.get_next_completion(&mut batch, Some(10 * MS)).unwrap();
+            if let Some(c) = batch.iter().find(|c| c.op() == first && !c.more()) {
+                assert!(g.p.accept_ended(c.op()));
+                break;
+            }
+        }
+        assert!(!g.p.accept_ending());
+        assert!(!g.p.accept_ended(first), "told once");
+        // It listens at the same address.
+        std::net::TcpStream::connect(l.addr).expect("listening again");
     }
 }

@@ -96,14 +96,27 @@
 //!    clients at once while the batch is relayed. At 3× its capacity
 //!    (`--work-us 400`, clients giving up after 0.5 s) the proxy without it
 //!    answered about a hundred clients in time and let ~21,000 time out.
-//!    Unlike the completion server, it leaves new clients to the next wait
-//!    (the ring's quirk p): there they queue unseen in the listen queue and
-//!    about a tenth of the pulse's refusals reach them after 10 ms. Taking
-//!    them up within long batches (`run_kernel_work`) made every refusal
-//!    fast but let ~1,000 of ~15,000 clients time out at 3× (4 runs of 5):
-//!    this pulse, which counts a client served once its request is taken up,
-//!    lets in more than the origin hop clears; until it counts better, the
-//!    listen queue is the lesser harm.
+//!    The pulse counts a new client waiting from its accept until its first
+//!    request is taken up (quirk l), however long that is; a cancelled accept
+//!    must end before another is armed (`evq::completion`'s quirk q: without
+//!    it, 1 run in 3 at 3× stopped accepting for good). With both, at 3× its
+//!    capacity (`scripts/overload-ab.sh`): every refusal fast, as many
+//!    answered in time as the readiness proxy, served p50 7 ms and p90 9–15
+//!    ms (before quirk l: p50 176–345 ms).
+//! l) **Work in flight goes first.** A completion is cheap (bytes copied, a
+//!    send queued); taking up a request is the proxy's own work
+//!    (`--work-us`), and under overload a batch of completions holds
+//!    hundreds of new requests. Taken up in the order they came, an origin's
+//!    response queued behind them waited for all of them — p50 48 ms, p90 444
+//!    ms at 3× — while its client's time ran out, and every such exchange
+//!    held an origin connection (4,780 connects for 9,000 requests). So a
+//!    complete request joins a queue (`ready`) instead, and the loop takes
+//!    requests up from it for at most 4 ms (1 ms while the pulse is engaged)
+//!    before it looks for completions again, without waiting: responses,
+//!    sends and new clients are dealt with between slices. At 3×: 20 origin
+//!    connects for 9,000 requests. The queue is the proxy's queue, in first
+//!    come order; a client reset meanwhile is closed at once and one that
+//!    shut its side after a whole request is still answered.
 
 use crate::completion_pulse::{Pulse, PulsedListener};
 use crate::config::ProxyConfig;
@@ -145,10 +158,11 @@ const ACCEPT: u64 = u64::MAX - 1;
 const CANCEL: u64 = u64::MAX;
 /// The longest the loop waits before looking at the stop flag again.
 const STOP_POLL: Duration = Duration::from_millis(200);
-/// Completions taken at a time while `--overload pulse` is engaged (quirk k).
-const PULSE_BATCH: usize = 16;
-/// How often the pulse looks again within a batch of completions (quirk k).
+/// The longest the loop takes up requests before it looks for completions
+/// again while `--overload pulse` is engaged (quirks k and l).
 const PULSE_LOOK: Duration = Duration::from_millis(1);
+/// The same, otherwise (quirk l).
+const TAKE_UP_SLICE: Duration = Duration::from_millis(4);
 
 /// Refuses, before anything binds, the settings this loop does not have.
 pub(crate) fn check(cfg: &ProxyConfig) -> io::Result<()> {
@@ -307,6 +321,15 @@ struct Client {
     awaiting_first: bool,
     request_seen: bool,
     accept_entry: u32,
+    /// A request of this client waits its turn in `ready` (quirk l).
+    queued: bool,
+}
+
+impl Client {
+    /// Its first request waits its turn (quirk k counts it as waiting).
+    fn first_queued(&self) -> bool {
+        self.queued && self.awaiting_first
+    }
 }
 
 /// What a client holds only while it is busy (quirk i).
@@ -388,6 +411,13 @@ pub(crate) struct CompletionRelay {
     pulse: Option<Pulse>,
     /// This round's wait of a new request was read (quirk k).
     wait_sampled: bool,
+    /// Clients whose request waits to be taken up, first come first, with
+    /// the generation of their slot (quirk l).
+    ready: VecDeque<(usize, u32)>,
+    /// The loop is taking up requests from `ready` (quirk l).
+    taking_up: bool,
+    /// Clients in `ready` whose first request it is (quirk k).
+    ready_first: usize,
     /// Where the listener listens, to listen again after a pulse.
     listen_addr: Option<std::net::SocketAddr>,
 }
@@ -455,6 +485,9 @@ impl CompletionRelay {
                 )
             }),
             wait_sampled: false,
+            ready: VecDeque::new(),
+            taking_up: false,
+            ready_first: 0,
             listen_addr,
         })
     }
@@ -496,10 +529,7 @@ impl CompletionRelay {
         });
         self.refill_spare_fds();
         self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
-        let mut full = Completions::with_capacity(256);
-        // While the pulse is engaged (quirk k), small batches bring the
-        // kernel's accepts to the loop every few milliseconds of work.
-        let mut small = Completions::with_capacity(PULSE_BATCH);
+        let mut batch = Completions::with_capacity(256);
         let mut next_sweep = self.now + self.sweep;
         let mut room = false;
         loop {
@@ -513,15 +543,17 @@ impl CompletionRelay {
                     return Ok(());
                 }
             }
-            let engaged = self.pulse.as_ref().is_some_and(Pulse::engaged);
-            let most = if self.listening() {
+            let most = if !self.ready.is_empty() {
+                // Requests wait their turn (quirk l): only look for what
+                // came meanwhile.
+                Duration::ZERO
+            } else if self.listening() {
                 STOP_POLL
             } else {
                 PULSE_LOOK * 10
             };
             let wait = next_sweep.saturating_duration_since(self.now).min(most);
-            let batch = if engaged { &mut small } else { &mut full };
-            self.ring.get_next_completion(batch, Some(wait))?;
+            self.ring.get_next_completion(&mut batch, Some(wait))?;
             self.now = Instant::now();
             self.date.refresh();
             self.wait_sampled = self.pulse.is_none();
@@ -529,19 +561,9 @@ impl CompletionRelay {
                 // Every completion the kernel had is in this batch.
                 p.drained();
             }
-            let mut decided = self.now;
-            for (k, c) in batch.iter_mut().enumerate() {
-                // Quirk k: a batch can hold far more work than the queue
-                // target; the pulse looks again within it.
-                if k % 8 == 7 && self.pulse.is_some() && self.stopping.is_none() {
-                    let now = Instant::now();
-                    if now.saturating_duration_since(decided) >= PULSE_LOOK {
-                        self.now = now;
-                        decided = now;
-                        self.wait_sampled = false;
-                        self.pulse_round(lfd);
-                    }
-                }
+            // Cheap work first: every completion moves its exchange on, but
+            // a request to take up joins `ready` (quirk l).
+            for c in batch.iter_mut() {
                 match c.token() {
                     ACCEPT => self.on_accept(c, lfd),
                     CANCEL => {}
@@ -556,6 +578,12 @@ impl CompletionRelay {
                     },
                 }
             }
+            if self.stopping.is_none() {
+                // New clients just accepted may be a queue to stop at once.
+                self.pulse_round(lfd);
+            }
+            let engaged = self.pulse.as_ref().is_some_and(Pulse::engaged);
+            self.take_up_ready(if engaged { PULSE_LOOK } else { TAKE_UP_SLICE });
             if self.stopping.is_none() {
                 self.pulse_round(lfd);
             }
@@ -578,7 +606,7 @@ impl CompletionRelay {
                 && self.accept_waiting
                 && self.stopping.is_none()
                 && self.waiting.is_empty()
-                && self.listening()
+                && self.may_arm_accept()
             {
                 room = false;
                 self.accept_waiting = false;
@@ -612,6 +640,14 @@ impl CompletionRelay {
         self.pulse.as_ref().is_none_or(Pulse::listening)
     }
 
+    /// Whether a new accept may be armed: the listener listens and no accept
+    /// the pulse cancelled is still ending (quirk k).
+    fn may_arm_accept(&self) -> bool {
+        self.pulse
+            .as_ref()
+            .is_none_or(|p| p.listening() && !p.accept_ending())
+    }
+
     /// `--overload pulse` after some completions (quirk k): stops listening
     /// while a batch of new clients is taken up, or listens again.
     fn pulse_round(&mut self, lfd: RawFd) {
@@ -625,6 +661,7 @@ impl CompletionRelay {
             accept_token: ACCEPT,
             cancel_token: CANCEL,
         };
+        p.queued(self.ready_first);
         p.round(
             self.now,
             &mut self.ring,
@@ -635,8 +672,16 @@ impl CompletionRelay {
     }
 
     fn on_accept(&mut self, c: &Completion, lfd: RawFd) {
-        if !c.more() && self.accept == Some(c.op()) {
-            self.accept = None;
+        if !c.more() {
+            if self.accept == Some(c.op()) {
+                self.accept = None;
+            }
+            // The accept the pulse cancelled has ended: the one that
+            // replaces it may be armed now (quirk k).
+            let rearm = self.pulse.as_mut().is_some_and(|p| p.accept_ended(c.op()));
+            if rearm && self.accept.is_none() && !self.accept_waiting && self.stopping.is_none() {
+                self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
+            }
         }
         match c.accepted_fd() {
             Some(fd) if self.stopping.is_some() => {
@@ -704,6 +749,7 @@ impl CompletionRelay {
                     awaiting_first: false,
                     request_seen: false,
                     accept_entry: 0,
+                    queued: false,
                 });
                 self.clients.len() - 1
             }
@@ -721,6 +767,7 @@ impl CompletionRelay {
         c.exchanges = 0;
         c.awaiting_first = true;
         c.request_seen = false;
+        c.queued = false;
         let now = self.now;
         c.accept_entry = self.pulse.as_mut().map_or(0, |p| p.accepted(now));
         let tok = token(Kind::Client, i, c.sock.generation);
@@ -870,9 +917,18 @@ impl CompletionRelay {
             return self.park(i);
         }
         if !cl.exchange && !cl.close_after && cl.input_len() > 0 {
-            self.start_exchange(i);
-            if self.clients[i].sock.closing {
-                return self.finish_client_close(i);
+            if !self.taking_up {
+                // Quirk l: the request waits its turn.
+                if !cl.queued {
+                    cl.queued = true;
+                    self.ready_first += usize::from(cl.awaiting_first);
+                    self.ready.push_back((i, cl.sock.generation));
+                }
+            } else {
+                self.start_exchange(i);
+                if self.clients[i].sock.closing {
+                    return self.finish_client_close(i);
+                }
             }
         }
         if let Some(o) = self.clients[i].origin {
@@ -889,6 +945,17 @@ impl CompletionRelay {
             }
         }
         let quiet = cl.sock.send.is_none() && cl.out_empty();
+        if cl.queued {
+            // Waiting its turn (quirk l): a reset ends it now, anything else
+            // when the request is taken up (a client that sent its request
+            // and shut its side still gets the response).
+            if cl.sock.input_ended && !cl.sock.eof {
+                return self.close_client(i);
+            }
+            let want = cl.input_len() < INPUT_PAUSE.max(self.cfg.limits.max_head);
+            cl.sock.sync_recv(&mut self.ring, want, tok);
+            return;
+        }
         if cl.sock.input_ended && !cl.exchange && !cl.close_after {
             // Gone (or half-closed) between exchanges: an unfinished head
             // is dropped with the connection.
@@ -953,6 +1020,27 @@ impl CompletionRelay {
         io.ex = Exchange::default();
         io.retried = false;
         self.io_pool.push(io);
+    }
+
+    /// Takes up the requests waiting in `ready`, first come first, for up to
+    /// `slice` (quirk l).
+    fn take_up_ready(&mut self, slice: Duration) {
+        let start = self.now;
+        self.taking_up = true;
+        while let Some((i, g)) = self.ready.pop_front() {
+            let cl = &mut self.clients[i];
+            if cl.sock.generation != g || !cl.queued {
+                continue;
+            }
+            self.ready_first -= usize::from(cl.first_queued());
+            cl.queued = false;
+            self.drive_client(i);
+            self.now = Instant::now();
+            if self.now.saturating_duration_since(start) >= slice {
+                break;
+            }
+        }
+        self.taking_up = false;
     }
 
     /// A client's request is taken up: if it is the client's first, the
@@ -1401,6 +1489,9 @@ impl CompletionRelay {
         if !cl.sock.closing {
             cl.waiting = false;
             cl.exchange = false;
+            // Out of `ready` (its entry there is passed over).
+            self.ready_first -= usize::from(cl.first_queued());
+            cl.queued = false;
             cl.sock.begin_close(&mut self.ring);
             if let Some(io) = cl.io.as_mut() {
                 io.input.clear();

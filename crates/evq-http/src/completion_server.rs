@@ -647,8 +647,16 @@ fn run_thread(
                 }
             }
             if c.token() == ACCEPT {
-                if !c.more() && accept == Some(c.op()) {
-                    accept = None;
+                if !c.more() {
+                    if accept == Some(c.op()) {
+                        accept = None;
+                    }
+                    // The accept the pulse cancelled has ended: the one that
+                    // replaces it may be armed now (quirk h).
+                    let rearm = t.pulse.as_mut().is_some_and(|p| p.accept_ended(c.op()));
+                    if rearm && accept.is_none() && !t.accept_waiting && stop_at.is_none() {
+                        accept = Some(t.ring.accept_multishot(lfd, ACCEPT));
+                    }
                 }
                 match c.accepted_fd() {
                     // Accepted as the stop began: refused (closed) at once.
@@ -670,10 +678,13 @@ fn run_thread(
                     {
                         t.out_of_descriptors();
                     }
-                    // Anything else ends this multishot accept only.
-                    None => {
+                    // Anything else ends this multishot accept only; an
+                    // accept cancelled by the pulse ends in an error too,
+                    // once another may be armed.
+                    None if accept.is_none() => {
                         accept = Some(t.ring.accept_multishot(lfd, ACCEPT));
                     }
+                    None => {}
                 }
                 continue;
             }
@@ -684,7 +695,7 @@ fn run_thread(
         if stop_at.is_none() {
             t.pulse_round(&mut accept, &pulsed);
         }
-        if t.accept_waiting && t.listening() && (t.descriptor_freed || t.now >= next_sweep) {
+        if t.accept_waiting && t.may_arm_accept() && (t.descriptor_freed || t.now >= next_sweep) {
             // A descriptor came back (or a sweep's time passed): try again.
             t.accept_waiting = false;
             t.descriptor_freed = false;
@@ -731,6 +742,14 @@ impl Thread<'_> {
     /// Whether the listener listens (always, but in a pulse's closed phase).
     fn listening(&self) -> bool {
         self.pulse.as_ref().is_none_or(Pulse::listening)
+    }
+
+    /// Whether a new accept may be armed: the listener listens and no accept
+    /// the pulse cancelled is still ending (quirk h).
+    fn may_arm_accept(&self) -> bool {
+        self.pulse
+            .as_ref()
+            .is_none_or(|p| p.listening() && !p.accept_ending())
     }
 
     /// `--overload pulse` after some completions (quirk h): stops listening

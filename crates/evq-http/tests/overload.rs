@@ -398,3 +398,66 @@ fn the_status_listener_answers_while_pulse_refuses_the_served_address() {
     // The listener went with the server.
     assert!(TcpStream::connect(status).is_err());
 }
+
+/// The completion proxy relays a response that came back before it takes up
+/// requests that came after its own (its quirk l): with 20 ms of work a
+/// request, the first client of a burst of eleven is answered after a take-up
+/// or two, not after all eleven.
+#[test]
+fn the_completion_proxy_finishes_work_in_flight_before_taking_up_more() {
+    let origin = start(&config(None));
+    let cfg = ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        origin: origin.addr(),
+        overload: OverloadConfig {
+            policy: OverloadPolicy::None,
+            ..OverloadConfig::default()
+        },
+        work: Duration::from_millis(20),
+        io: IoModel::Completion,
+        ..ProxyConfig::default()
+    };
+    let Some(p) = evq_testkit::completions_or_skip(ProxyHandle::start(&cfg), "proxy starts") else {
+        origin.stop();
+        return;
+    };
+    let begun = std::time::Instant::now();
+    // The first client's request, then ten more while it is taken up.
+    let mut first = TcpStream::connect(p.addr()).unwrap();
+    first.write_all(REQ.as_bytes()).unwrap();
+    let rest: Vec<TcpStream> = (0..10)
+        .map(|_| {
+            let mut c = TcpStream::connect(p.addr()).unwrap();
+            c.write_all(REQ.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    let answered = |mut c: TcpStream| {
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let got = read_all(&mut c).expect("a whole reply");
+        assert!(got.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        begun.elapsed()
+    };
+    let (first_at, last_at) = std::thread::scope(|s| {
+        let rest: Vec<_> = rest
+            .into_iter()
+            .map(|c| s.spawn(move || answered(c)))
+            .collect();
+        let first_at = answered(first);
+        let last_at = rest.into_iter().map(|h| h.join().unwrap()).max().unwrap();
+        (first_at, last_at)
+    });
+    let report = p.stop();
+    origin.stop();
+    assert_eq!(report.relayed, 11, "{report}");
+    // Eleven take-ups are 220 ms of work, the last answered after all of
+    // them; the first waits for its own and one or two more.
+    assert!(
+        last_at >= Duration::from_millis(200),
+        "the last after {last_at:?}"
+    );
+    assert!(
+        first_at * 2 < last_at,
+        "the first answered after {first_at:?}, the last after {last_at:?}"
+    );
+}
