@@ -3,8 +3,9 @@
 //! soak (issue 19). Both run this same binary's `serve`, `proxy` and `load` as
 //! children; `evq faults --origin ADDR` is the scripted origin they use.
 
-use evq_faults::soak::{self, SoakConfig};
+use evq_faults::soak::{self, SoakConfig, SoakIo};
 use evq_faults::{select, table, Size, SuiteConfig};
+use evq_http::IoModel;
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -47,6 +48,10 @@ pub struct SoakArgs {
     /// `--backend` for serve and proxy.
     #[arg(long)]
     backend: Option<String>,
+    /// Soak the readiness loops, or serve, proxy and load on io_uring
+    /// completions (each with `--io completion`).
+    #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
+    io: IoModel,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -126,9 +131,19 @@ pub fn run_soak(args: &SoakArgs) -> io::Result<bool> {
             backend: args.backend.clone(),
             size: Size::Long,
         },
+        io: match args.io {
+            IoModel::Readiness => SoakIo::Readiness,
+            IoModel::Completion => SoakIo::Completion,
+        },
         duration: Duration::from_secs_f64(args.seconds),
         sample_every: Duration::from_secs_f64(args.sample),
     };
+    if cfg.io == SoakIo::Completion && cfg.suite.backend.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--backend picks a readiness backend; --io completion takes none",
+        ));
+    }
     let report = soak::run(&cfg);
     if args.json {
         println!(

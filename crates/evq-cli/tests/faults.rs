@@ -46,6 +46,14 @@ fn absurd_flags_get_a_clear_error() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{flag} {value}: {err}");
     }
+    // A readiness backend means nothing to the completion loops.
+    let out = evq(&["soak", "--io", "completion", "--backend", "epoll"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--io completion takes none"), "{err}");
+    let out = evq(&["soak", "--io", "uring"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values"));
 }
 
 #[test]

@@ -36,11 +36,24 @@ pub const RSS_SLOPE_MAX_KIB_PER_MIN: f64 = 100.0;
 /// few).
 pub const FD_SLOPE_MAX_PER_MIN: f64 = 1.0;
 
+/// How the soaked programs do their I/O.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SoakIo {
+    /// Readiness events from an evq backend (`--backend` picks it).
+    #[default]
+    Readiness,
+    /// io_uring completions: `evq serve`, `evq proxy` and `evq load`, each
+    /// with `--io completion`.
+    Completion,
+}
+
 /// What a soak is run with.
 #[derive(Clone, Debug)]
 pub struct SoakConfig {
-    /// `evq`, `--backend`.
+    /// `evq`, `--backend` (readiness only).
     pub suite: SuiteConfig,
+    /// Readiness or completions, for all three programs.
+    pub io: SoakIo,
     /// How long the mixed load runs.
     pub duration: Duration,
     /// How often descriptors and memory are read.
@@ -474,14 +487,24 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
 }
 
 fn run_inner(cfg: &SoakConfig) -> io::Result<SoakReport> {
+    let completion = cfg.io == SoakIo::Completion;
+    if completion && cfg.suite.backend.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--backend picks a readiness backend; --io completion takes none",
+        ));
+    }
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let docroot = DocRoot::new()?;
-    let backend: Vec<String> = cfg
+    let mut backend: Vec<String> = cfg
         .suite
         .backend
         .as_ref()
         .map(|b| vec!["--backend".into(), b.clone()])
         .unwrap_or_default();
+    if completion {
+        backend = vec!["--io".into(), "completion".into()];
+    }
     let mut serve_args: Vec<String> = ["serve", "--listen", "127.0.0.1:0", "--root"]
         .map(String::from)
         .to_vec();
@@ -507,9 +530,19 @@ fn run_inner(cfg: &SoakConfig) -> io::Result<SoakReport> {
         resets: Arc::default(),
         bad: Arc::default(),
     };
+    let names = if completion {
+        ["serve --io completion", "proxy --io completion"]
+    } else {
+        ["serve", "proxy"]
+    };
     let fronts = [
-        front("serve", serve.addr(), "/small", Expect::Body(small.clone())),
-        front("proxy", proxy.addr(), "/live", Expect::Echo),
+        front(
+            names[0],
+            serve.addr(),
+            "/small",
+            Expect::Body(small.clone()),
+        ),
+        front(names[1], proxy.addr(), "/live", Expect::Echo),
     ];
     let live: Vec<LiveClients> = fronts
         .iter()
@@ -530,7 +563,7 @@ fn run_inner(cfg: &SoakConfig) -> io::Result<SoakReport> {
     // evq load: 50 new connections a second of one request each, to serve.
     let load_rate = 50.0;
     let secs = cfg.duration.as_secs_f64();
-    let load_args: Vec<String> = vec![
+    let mut load_args: Vec<String> = vec![
         "load".into(),
         "--server".into(),
         "127.0.0.1".into(),
@@ -547,6 +580,9 @@ fn run_inner(cfg: &SoakConfig) -> io::Result<SoakReport> {
         "--json".into(),
         "--no-progress".into(),
     ];
+    if completion {
+        load_args.extend(["--io".into(), "completion".into()]);
+    }
     let mut load = std::process::Command::new(&cfg.suite.evq)
         .args(&load_args)
         .stdin(std::process::Stdio::null())
@@ -685,7 +721,14 @@ fn run_inner(cfg: &SoakConfig) -> io::Result<SoakReport> {
     drop(docroot);
     Ok(SoakReport {
         seconds,
-        mix: "per program: 2 keep-alive clients (closed loop), 20/s new connections, 8 slow clients sending a valid request a byte every 50 ms, 20/s resets mid-request, 20/s malformed requests (4 kinds); evq load at 50 connections/s to serve".into(),
+        mix: format!(
+            "{}per program: 2 keep-alive clients (closed loop), 20/s new connections, 8 slow clients sending a valid request a byte every 50 ms, 20/s resets mid-request, 20/s malformed requests (4 kinds); evq load at 50 connections/s to serve",
+            if completion {
+                "on io_uring completions (serve, proxy and load with --io completion); "
+            } else {
+                ""
+            }
+        ),
         programs,
         load: Some(load),
         error: None,
