@@ -39,10 +39,10 @@ const fn concat<const A: usize, const B: usize, const C: usize, const N: usize>(
 }
 
 /// Every claim, in report order: the torture's, one per fault row, the soak's.
-pub(super) const CLAIMS: [&str; 60] = concat(
+pub(super) const CLAIMS: [&str; 63] = concat(
     TORTURE_CLAIMS,
     super::judge_faults::FAULT_CLAIMS,
-    super::judge_faults::SOAK_CLAIMS,
+    super::judge_faults::BOTH_SOAKS_CLAIMS,
 );
 
 /// What to look at in the figures.

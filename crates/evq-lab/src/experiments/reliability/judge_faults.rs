@@ -75,6 +75,28 @@ const SOAK_LOAD: &str =
 /// The soak's claims, in report order.
 pub(super) const SOAK_CLAIMS: [&str; 3] = [SOAK_FLAT, SOAK_ANSWERED, SOAK_LOAD];
 
+const SOAK_COMPLETION_FLAT: &str = "over the soak on io_uring completions, evq serve --io completion's and evq proxy --io completion's anonymous memory and descriptor count stay flat (after the first tenth: ≤ 100 KiB/min and ≤ 1 descriptor/min)";
+const SOAK_COMPLETION_ANSWERED: &str = "over the soak on io_uring completions, every valid request (keep-alive, new connection, slow) to evq serve --io completion and evq proxy --io completion is answered, none with a 5xx";
+const SOAK_COMPLETION_LOAD: &str = "evq load --io completion in the soak on completions stays within its memory bound (64 MiB), gets no 5xx, and exits 0";
+
+/// The completion soak's claims, in report order: the soak's, for the loops
+/// on io_uring completions.
+pub(super) const SOAK_COMPLETION_CLAIMS: [&str; 3] = [
+    SOAK_COMPLETION_FLAT,
+    SOAK_COMPLETION_ANSWERED,
+    SOAK_COMPLETION_LOAD,
+];
+
+/// Both soaks' claims, in report order.
+pub(super) const BOTH_SOAKS_CLAIMS: [&str; 6] = [
+    SOAK_FLAT,
+    SOAK_ANSWERED,
+    SOAK_LOAD,
+    SOAK_COMPLETION_FLAT,
+    SOAK_COMPLETION_ANSWERED,
+    SOAK_COMPLETION_LOAD,
+];
+
 /// The row a claim is about.
 fn claim_id(claim: &str) -> &str {
     claim.split(':').next().unwrap_or("")
@@ -151,7 +173,9 @@ fn fault_checks(rows: &[FaultRow]) -> Vec<ClaimCheck> {
         .collect()
 }
 
-fn soak_checks(s: &SoakReport) -> Vec<ClaimCheck> {
+/// The soak's three verdicts on `s`, under `claims` (flat, answered, load).
+fn soak_checks(s: &SoakReport, claims: [&str; 3]) -> Vec<ClaimCheck> {
+    let [claim_flat, claim_answered, claim_load] = claims;
     let flat = s
         .programs
         .iter()
@@ -212,19 +236,19 @@ fn soak_checks(s: &SoakReport) -> Vec<ClaimCheck> {
     };
     vec![
         ClaimCheck::judged(
-            SOAK_FLAT,
+            claim_flat,
             format!("{:.0} s: {flat}", s.seconds),
             flat_holds,
             "holds if both programs ran to the end and the least-squares slopes after the first tenth of the run stay under the bounds; the 60-second run the lab makes by default can only show a coarse slope, `evq soak` (10 minutes) the figure to read",
         ),
         ClaimCheck::judged(
-            SOAK_ANSWERED,
+            claim_answered,
             answered,
             answered_holds,
             "holds if every valid request was answered 2xx with the right body (resets and malformed requests ran beside them and are not counted)",
         ),
         ClaimCheck::judged(
-            SOAK_LOAD,
+            claim_load,
             load_measured,
             load_holds,
             "holds if evq load exited 0 with its report, saw no 5xx, and its anonymous memory never passed 64 MiB",
@@ -235,8 +259,9 @@ fn soak_checks(s: &SoakReport) -> Vec<ClaimCheck> {
 const CAPTION_SOAK_RSS: &str = "Anonymous resident memory of evq serve and evq proxy over the soak (flat means no leak; the first tenth is warm-up and left out of the slope).";
 const CAPTION_SOAK_FDS: &str = "Open descriptors of evq serve and evq proxy over the soak (live connections come and go; the slope, not a single reading, is judged).";
 
-/// Memory and descriptors of each program against time: a line per program.
-fn soak_figures(s: &SoakReport) -> Vec<Figure> {
+/// Memory and descriptors of each program against time: a line per program;
+/// `stem` and `title` name the soak (`reliability-soak`, `evq soak`).
+fn soak_figures(s: &SoakReport, stem: &str, title: &str) -> Vec<Figure> {
     let series = |y: fn(&evq_faults::soak::Sample) -> f64| -> Vec<Series> {
         s.programs
             .iter()
@@ -249,20 +274,20 @@ fn soak_figures(s: &SoakReport) -> Vec<Figure> {
     };
     vec![
         Figure::new(
-            "reliability-soak-rss",
+            &format!("{stem}-rss"),
             CAPTION_SOAK_RSS,
             Chart::linear(
-                "evq soak: anonymous memory".into(),
+                format!("{title}: anonymous memory"),
                 "seconds",
                 "KiB",
                 series(|x| x.anon_rss_kib as f64),
             ),
         ),
         Figure::new(
-            "reliability-soak-fds",
+            &format!("{stem}-fds"),
             CAPTION_SOAK_FDS,
             Chart::linear(
-                "evq soak: open descriptors".into(),
+                format!("{title}: open descriptors"),
                 "seconds",
                 "descriptors",
                 series(|x| x.fds as f64),
@@ -285,11 +310,24 @@ pub(super) fn judge(r: &Records) -> Judged {
     j.extend(
         r.soak
             .judge(&claims_s, "evq soak did not run", |s: &SoakReport| Judged {
-                checks: soak_checks(s),
-                figures: soak_figures(s),
+                checks: soak_checks(s, SOAK_CLAIMS),
+                figures: soak_figures(s, "reliability-soak", "evq soak"),
                 ..Judged::default()
             }),
     );
+    let claims_c: Vec<String> = SOAK_COMPLETION_CLAIMS
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    j.extend(r.soak_completion.judge(
+        &claims_c,
+        "evq soak --io completion did not run",
+        |s: &SoakReport| Judged {
+            checks: soak_checks(s, SOAK_COMPLETION_CLAIMS),
+            figures: soak_figures(s, "reliability-soak-completion", "evq soak --io completion"),
+            ..Judged::default()
+        },
+    ));
     if let Outcome::Measured(rows) = &r.faults {
         j.notes.push(format!(
             "evq faults ({} form): each row starts the program as a child on an ephemeral port, warms it up with 4 live keep-alive clients (a closed loop checking every body), reads its baseline with nobody connected, then alternates fault-free and fault windows while the live clients run; throughput is compared within the same run. Table:\n{}",
@@ -300,6 +338,9 @@ pub(super) fn judge(r: &Records) -> Judged {
     if let Outcome::Measured(s) = &r.soak {
         j.notes.push(format!("evq soak: {}", s.mix));
     }
+    if let Outcome::Measured(s) = &r.soak_completion {
+        j.notes.push(format!("evq soak --io completion: {}", s.mix));
+    }
     j.commands.push(format!(
         "evq faults{}   # the fault table; --only serve/trickle for one row, --json for the rows",
         if r.plan.faults_short { " --quick" } else { "" }
@@ -308,6 +349,12 @@ pub(super) fn judge(r: &Records) -> Judged {
         "evq soak --seconds {:.0}   # without --seconds: the 10-minute soak",
         r.plan.soak_seconds
     ));
+    if r.plan.soak_completion_seconds > 0.0 {
+        j.commands.push(format!(
+            "evq soak --io completion --seconds {:.0}   # serve, proxy and load on io_uring completions",
+            r.plan.soak_completion_seconds
+        ));
+    }
     j
 }
 

@@ -34,7 +34,8 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             .into_iter()
             .filter(|f| plan.faults.contains(&f.id()))
             .collect();
-        ctx.expect(chosen.len() + 1);
+        // And the two soaks.
+        ctx.expect(chosen.len() + 2);
         Ok(chosen
             .iter()
             .map(|f| {
@@ -43,29 +44,49 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             })
             .collect())
     })());
-    let soak = Outcome::of((|| {
-        if plan.soak_seconds <= 0.0 {
-            return Err(io::Error::other("no soak in this plan"));
-        }
-        ctx.step(&format!("soak {:.0} s", plan.soak_seconds));
-        let report = evq_faults::soak::run(&evq_faults::soak::SoakConfig {
-            suite: suite_config(ctx, false)?,
-            duration: std::time::Duration::from_secs_f64(plan.soak_seconds),
-            sample_every: std::time::Duration::from_secs_f64(
-                (plan.soak_seconds / 60.0).clamp(1.0, 5.0),
-            ),
-        });
-        match &report.error {
-            Some(e) => Err(io::Error::other(e.clone())),
-            None => Ok(report),
-        }
-    })());
+    let soak = run_soak(&plan, ctx, evq_faults::soak::SoakIo::Readiness);
+    let soak_completion = run_soak(&plan, ctx, evq_faults::soak::SoakIo::Completion);
     Ok(Records {
         plan,
         torture,
         faults,
         soak,
+        soak_completion,
     })
+}
+
+/// `evq soak` (on readiness or on completions) for the plan's seconds.
+fn run_soak(
+    plan: &Plan,
+    ctx: &Ctx,
+    io: evq_faults::soak::SoakIo,
+) -> Outcome<evq_faults::soak::SoakReport> {
+    use evq_faults::soak::SoakIo;
+    Outcome::of((|| {
+        let (seconds, what) = match io {
+            SoakIo::Readiness => (plan.soak_seconds, "soak"),
+            SoakIo::Completion => (plan.soak_completion_seconds, "soak --io completion"),
+        };
+        if seconds <= 0.0 {
+            return Err(io::Error::other(format!("no {what} in this plan")));
+        }
+        if io == SoakIo::Completion {
+            evq::completion::CompletionRing::new().map_err(|e| {
+                io::Error::other(format!("this kernel has no io_uring completion API ({e})"))
+            })?;
+        }
+        ctx.step(&format!("{what} {seconds:.0} s"));
+        let report = evq_faults::soak::run(&evq_faults::soak::SoakConfig {
+            suite: suite_config(ctx, false)?,
+            io,
+            duration: std::time::Duration::from_secs_f64(seconds),
+            sample_every: std::time::Duration::from_secs_f64((seconds / 60.0).clamp(1.0, 5.0)),
+        });
+        match &report.error {
+            Some(e) => Err(io::Error::other(e.clone())),
+            None => Ok(report),
+        }
+    })())
 }
 
 fn suite_config(ctx: &Ctx, short: bool) -> io::Result<evq_faults::SuiteConfig> {

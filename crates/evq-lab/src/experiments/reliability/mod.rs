@@ -29,6 +29,10 @@ pub struct Plan {
     pub faults_short: bool,
     /// Seconds of `evq soak` (0: none).
     pub soak_seconds: f64,
+    /// Seconds of `evq soak --io completion` (0: none; records made before
+    /// it have none).
+    #[serde(default)]
+    pub soak_completion_seconds: f64,
 }
 
 /// What a run measured.
@@ -42,6 +46,14 @@ pub struct Records {
     pub faults: Outcome<Vec<evq_faults::FaultRow>>,
     /// The soak.
     pub soak: Outcome<evq_faults::soak::SoakReport>,
+    /// The soak on io_uring completions (`evq soak --io completion`).
+    #[serde(default = "no_completion_soak")]
+    pub soak_completion: Outcome<evq_faults::soak::SoakReport>,
+}
+
+/// Records made before the completion soak say so.
+fn no_completion_soak() -> Outcome<evq_faults::soak::SoakReport> {
+    Outcome::Failed("these records were made before the lab soaked the completion loops".into())
 }
 
 impl Experiment for Reliability {
@@ -86,6 +98,7 @@ impl Experiment for Reliability {
             faults,
             faults_short: size != RunSize::Full,
             soak_seconds: size.pick(10.0, 60.0, 600.0),
+            soak_completion_seconds: size.pick(5.0, 60.0, 600.0),
         }
     }
 

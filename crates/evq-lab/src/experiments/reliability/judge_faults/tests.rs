@@ -103,6 +103,8 @@ fn good_soak() -> SoakReport {
     }
 }
 
+/// Records with `soak` for both soaks (the readiness one and the one on
+/// completions).
 fn records(faults: Outcome<Vec<FaultRow>>, soak: Outcome<SoakReport>) -> Records {
     Records {
         plan: Plan {
@@ -113,9 +115,11 @@ fn records(faults: Outcome<Vec<FaultRow>>, soak: Outcome<SoakReport>) -> Records
                 .collect(),
             faults_short: true,
             soak_seconds: 60.0,
+            soak_completion_seconds: 60.0,
         },
         torture: Outcome::Failed("not part of this test".into()),
         faults,
+        soak_completion: soak.clone(),
         soak,
     }
 }
@@ -144,7 +148,7 @@ fn rows_and_soak_that_keep_every_promise_hold() {
         Outcome::Measured(good_rows()),
         Outcome::Measured(good_soak()),
     );
-    for claim in FAULT_CLAIMS.iter().chain(SOAK_CLAIMS.iter()) {
+    for claim in FAULT_CLAIMS.iter().chain(BOTH_SOAKS_CLAIMS.iter()) {
         assert_eq!(judged(&r, claim), Holds, "{claim}");
     }
     let j = Reliability.judge(&r);
@@ -157,7 +161,11 @@ fn rows_and_soak_that_keep_every_promise_hold() {
         .iter()
         .filter(|f| f.stem.starts_with("reliability-soak"))
         .collect();
-    assert_eq!(soak_figures.len(), 2);
+    assert_eq!(soak_figures.len(), 4, "two a soak");
+    assert!(j
+        .commands
+        .iter()
+        .any(|c| c.starts_with("evq soak --io completion --seconds 60")));
     for f in soak_figures {
         assert_eq!(f.chart.series.len(), 2, "{}", f.stem);
         assert_eq!(f.chart.series[0].points.len(), 10);
@@ -237,6 +245,39 @@ fn a_row_that_did_not_run_or_was_not_planned_is_not_measured() {
     for claim in FAULT_CLAIMS.iter().chain(SOAK_CLAIMS.iter()) {
         assert_eq!(judged(&r, claim), NotMeasured, "{claim}");
     }
+}
+
+#[test]
+fn a_completion_soak_that_did_not_run_leaves_only_its_claims_not_measured() {
+    let mut r = records(
+        Outcome::Measured(good_rows()),
+        Outcome::Measured(good_soak()),
+    );
+    r.soak_completion = Outcome::Failed("this kernel has no io_uring completion API".into());
+    for claim in SOAK_CLAIMS {
+        assert_eq!(judged(&r, claim), Holds, "{claim}");
+    }
+    for claim in SOAK_COMPLETION_CLAIMS {
+        assert_eq!(judged(&r, claim), NotMeasured, "{claim}");
+    }
+    // A broken completion soak differs under its own claims only.
+    let mut s = good_soak();
+    s.programs[1].valid[0].1.unanswered = 1;
+    r.soak_completion = Outcome::Measured(s);
+    assert_eq!(judged(&r, SOAK_COMPLETION_ANSWERED), Differs);
+    assert_eq!(judged(&r, SOAK_ANSWERED), Holds);
+    // Records made before the completion soak read back without it.
+    let mut raw = serde_json::to_value(&r).unwrap();
+    raw.as_object_mut().unwrap().remove("soak_completion");
+    raw["plan"]
+        .as_object_mut()
+        .unwrap()
+        .remove("soak_completion_seconds");
+    let old: Records = serde_json::from_value(raw).unwrap();
+    assert_eq!(old.plan.soak_completion_seconds, 0.0);
+    assert!(matches!(old.soak_completion, Outcome::Failed(ref why) if why.contains("before")));
+    assert_eq!(judged(&old, SOAK_COMPLETION_FLAT), NotMeasured);
+    assert_eq!(judged(&old, SOAK_FLAT), Holds);
 }
 
 fn soak_verdict(s: SoakReport, claim: &str) -> Verdict {
