@@ -525,35 +525,34 @@ mod tests {
         assert_eq!(p.waiting(), 9);
     }
 
-    #[test]
-    fn pulses_that_ended_lately_start_again_on_one_long_wait() {
-        let t0 = Instant::now();
+    /// As in the test above: a standing queue, one pulse, arrivals slower
+    /// than the service ending the pulses at 116 ms, then an interval of
+    /// short waits (216 ms).
+    fn pulses_ended(t0: Instant) -> Rig {
         let mut g = Rig::new(t0);
-        // As in the test above: a standing queue, one pulse, then arrivals
-        // slower than the service end the pulses.
         g.round(t0 + 50 * MS, 209, 0, MS);
         g.round(t0 + 100 * MS, 0, 200, 40 * MS);
         assert_eq!(g.round(t0 + 101 * MS, 41, 0, MS), Action::StopListening);
         assert_eq!(g.round(t0 + 106 * MS, 0, 48, 40 * MS), Action::ListenAgain);
         assert_eq!(g.round(t0 + 116 * MS, 4, 0, MS), Action::Keep);
         assert_eq!(g.p.phase, Phase::Normal, "pulses ended");
-        // A new interval whose waits were all short: not standing.
         assert_eq!(g.round(t0 + 216 * MS, 0, 4, MS), Action::Keep);
         assert!(!g.p.standing);
+        g
+    }
+
+    #[test]
+    fn pulses_that_ended_lately_start_again_on_one_long_wait() {
+        let t0 = Instant::now();
         // The flood comes back: one long wait and more than a batch waiting
         // shut the listener at once, not an interval later.
+        let mut g = pulses_ended(t0);
         assert_eq!(
             g.round(t0 + 220 * MS, 30, 1, 20 * MS),
             Action::StopListening
         );
         // Long after the pulses ended, one long wait is only a burst.
-        let mut h = Rig::new(t0);
-        h.round(t0 + 50 * MS, 209, 0, MS);
-        h.round(t0 + 100 * MS, 0, 200, 40 * MS);
-        h.round(t0 + 101 * MS, 41, 0, MS);
-        h.round(t0 + 106 * MS, 0, 48, 40 * MS);
-        h.round(t0 + 116 * MS, 4, 0, MS);
-        h.round(t0 + 216 * MS, 0, 4, MS);
+        let mut h = pulses_ended(t0);
         h.round(t0 + 2_000 * MS, 0, 0, MS);
         assert_eq!(h.round(t0 + 2_004 * MS, 30, 1, 20 * MS), Action::Keep);
     }

@@ -259,21 +259,35 @@ fn the_proxy_pulses_too_and_relays_only_whole_replies() {
     assert!(served > 0, "{report}");
 }
 
+/// `evq proxy --io completion` in front of `origin` with `policy` (and no
+/// deadline: the completion relay's pulse takes none), spending `work` a
+/// request.
+fn completion_proxy_config(
+    origin: std::net::SocketAddr,
+    policy: OverloadPolicy,
+    work: Duration,
+) -> ProxyConfig {
+    ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        origin,
+        overload: OverloadConfig {
+            policy,
+            ..OverloadConfig::default()
+        },
+        work,
+        io: IoModel::Completion,
+        ..ProxyConfig::default()
+    }
+}
+
 #[test]
 fn the_proxy_on_completions_pulses_too_and_relays_only_whole_replies() {
     let origin = start(&config(None));
-    let cfg = ProxyConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        origin: origin.addr(),
-        // No deadline: the completion relay's pulse takes none.
-        overload: OverloadConfig {
-            policy: OverloadPolicy::Pulse,
-            ..OverloadConfig::default()
-        },
-        work: Duration::from_millis(2),
-        io: IoModel::Completion,
-        ..ProxyConfig::default()
-    };
+    let cfg = completion_proxy_config(
+        origin.addr(),
+        OverloadPolicy::Pulse,
+        Duration::from_millis(2),
+    );
     let Some(p) = evq_testkit::completions_or_skip(ProxyHandle::start(&cfg), "proxy starts") else {
         origin.stop();
         return;
@@ -406,17 +420,11 @@ fn the_status_listener_answers_while_pulse_refuses_the_served_address() {
 #[test]
 fn the_completion_proxy_finishes_work_in_flight_before_taking_up_more() {
     let origin = start(&config(None));
-    let cfg = ProxyConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        origin: origin.addr(),
-        overload: OverloadConfig {
-            policy: OverloadPolicy::None,
-            ..OverloadConfig::default()
-        },
-        work: Duration::from_millis(20),
-        io: IoModel::Completion,
-        ..ProxyConfig::default()
-    };
+    let cfg = completion_proxy_config(
+        origin.addr(),
+        OverloadPolicy::None,
+        Duration::from_millis(20),
+    );
     let Some(p) = evq_testkit::completions_or_skip(ProxyHandle::start(&cfg), "proxy starts") else {
         origin.stop();
         return;
