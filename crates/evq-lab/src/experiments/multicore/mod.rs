@@ -45,6 +45,16 @@ const RECORDED: &[(&str, usize, &str)] = &[
         8,
         include_str!("../../../testdata/device/scaling-client8-1-2.jsonl"),
     ),
+    (
+        "scaling-lease3-file-1-2.jsonl",
+        8,
+        include_str!("../../../testdata/device/scaling-lease3-file-1-2.jsonl"),
+    ),
+    (
+        "scaling-lease3-fixed-1-2-4.jsonl",
+        8,
+        include_str!("../../../testdata/device/scaling-lease3-fixed-1-2-4.jsonl"),
+    ),
 ];
 
 /// The committed load-client run (`scripts/load-client-run`).
@@ -54,7 +64,7 @@ const RECORDED_CLIENTS: &str = include_str!("../../../testdata/device/clients.js
 const RECORDED_SYSCALLS: &str = include_str!("../../../testdata/device/syscalls.jsonl");
 
 /// Where the committed runs were made.
-pub const RECORDED_MACHINE: &str = "the device tool's lent machine: 16 CPUs (Intel Xeon), kernel 6.18, 2026-11-27 (two leases: the scaling runs at 1, 2, 4, 8 and 1, 3, 6 threads and the load clients on the first, the 1-and-2-thread run and the system calls on the second); Debian 12's nginx 1.22, h2o 2.2, wrk and strace from `scripts/scaling-bundle`";
+pub const RECORDED_MACHINE: &str = "the device tool's lent machine: 16 CPUs (Intel Xeon), kernel 6.18, 2026-11-27 (three leases: the scaling runs at 1, 2, 4, 8 and 1, 3, 6 threads and the load clients on the first, the 1-and-2-thread run and the system calls on the second, the `scaling-lease3-*` runs on the third: evq's two servers and h2o at 1 and 2 threads, and evq's two servers answering their fixed reply at 1, 2 and 4); Debian 12's nginx 1.22, h2o 2.2, wrk and strace from `scripts/scaling-bundle`";
 
 /// What to report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -80,6 +90,15 @@ pub struct ScalingPoint {
     /// What went wrong, if the point has no rate.
     #[serde(default)]
     pub error: Option<String>,
+    /// What evq's servers answered: `file` (the static file, as nginx and
+    /// h2o) or `fixed` (their fixed reply, `EVQ_REPLY=fixed`: no file read).
+    #[serde(default = "file_reply")]
+    pub evq_reply: String,
+}
+
+/// Runs made before `evq_reply` was written served the file.
+fn file_reply() -> String {
+    "file".into()
 }
 
 /// One run of `scripts/scaling-run`.

@@ -36,6 +36,7 @@ fn run(rates: &[(u32, f64, f64, f64)]) -> ScalingRun {
                 threads,
                 requests_per_s: rate,
                 error: None,
+                evq_reply: "file".into(),
             });
         }
     }
@@ -49,12 +50,17 @@ fn run(rates: &[(u32, f64, f64, f64)]) -> ScalingRun {
 #[test]
 fn the_committed_runs_are_judged_claim_by_claim() {
     let r = committed();
-    assert_eq!(r.runs.len(), 3);
+    assert_eq!(r.runs.len(), 5);
     assert_eq!(r.runs[0].client_cpus, 10, "the judged run first");
+    assert!(!judge::fixed_reply(&r.runs[3]) && judge::fixed_reply(&r.runs[4]));
     let j = Multicore.judge(&r);
     assert_eq!(j.checks.len(), Multicore.claims().len());
     assert_eq!(j.figures.len(), 3);
-    assert_eq!(j.figures[0].chart.series.len(), 12, "4 servers × 3 runs");
+    assert_eq!(
+        j.figures[0].chart.series.len(),
+        17,
+        "4 servers × 3 runs, 3 in the third lease's, evq's 2 with the fixed reply"
+    );
     assert_eq!(j.figures[2].chart.series.len(), 3, "3 load clients");
     // 6 threads, wrk on 10 CPUs: (635,039 + 662,601) / 2 over
     // 6 × (128,417 + 109,242) / 2.
@@ -86,6 +92,7 @@ fn point(server: &str, threads: u32, rate: f64) -> ScalingPoint {
         threads,
         requests_per_s: rate,
         error: None,
+        evq_reply: "file".into(),
     }
 }
 
@@ -187,10 +194,23 @@ fn linear_and_ahead_rules() {
     // One thread count only: nothing to scale.
     r.runs[0] = run(&[(1, 100.0, 90.0, 95.0)]);
     assert_eq!(v(&r, LINEAR), NotMeasured);
-    // A peer missing: not measured.
+    // A peer missing at a thread count it ran at elsewhere: not measured.
     r.runs[0] = run(&[(1, 100.0, 90.0, 95.0), (4, 350.0, 300.0, 345.0)]);
-    r.runs[0].points.retain(|p| p.server != "h2o");
+    r.runs[0]
+        .points
+        .retain(|p| p.server != "h2o" || p.threads == 1);
     assert_eq!(v(&r, AHEAD), NotMeasured);
+    // A peer the run never started is not compared there.
+    r.runs[0].points.retain(|p| p.server != "h2o");
+    assert_eq!(v(&r, AHEAD), Holds, "against nginx alone");
+    // A run where evq answered its fixed reply is no comparison with peers
+    // (they serve the file): left out, even where evq is behind.
+    let mut fixed = run(&[(1, 50.0, 90.0, 95.0)]);
+    for p in &mut fixed.points {
+        p.evq_reply = "fixed".into();
+    }
+    r.runs.push(fixed);
+    assert_eq!(v(&r, AHEAD), Holds);
     r.runs.clear();
     assert_eq!(v(&r, LINEAR), NotMeasured);
     assert_eq!(v(&r, AHEAD), NotMeasured);
