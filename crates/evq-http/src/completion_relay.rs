@@ -418,6 +418,8 @@ pub(crate) struct CompletionRelay {
     taking_up: bool,
     /// Clients in `ready` whose first request it is (quirk k).
     ready_first: usize,
+    /// Counts memory freed in bulk and gives it back to the system (quirk i).
+    releaser: evq_os::memory::Releaser,
     /// Where the listener listens, to listen again after a pulse.
     listen_addr: Option<std::net::SocketAddr>,
 }
@@ -429,6 +431,8 @@ const SPARE_FDS: usize = 4;
 
 /// Spare client records kept (quirk i).
 const IO_POOL: usize = 64;
+/// Entries of `ready`'s storage kept once it has emptied (quirks i and l).
+const READY_KEPT: usize = 1024;
 /// The largest buffer a spare client record keeps.
 const KEPT_BUFFER: usize = 4096;
 
@@ -488,6 +492,7 @@ impl CompletionRelay {
             ready: VecDeque::new(),
             taking_up: false,
             ready_first: 0,
+            releaser: evq_os::memory::Releaser::new(),
             listen_addr,
         })
     }
@@ -1009,13 +1014,26 @@ impl CompletionRelay {
     /// table holds memory to its baseline).
     fn release_io(&mut self, mut io: Box<ClientIo>) {
         if self.io_pool.len() >= IO_POOL {
+            // Freed: counted so the allocator gives a crowd's records back
+            // once it has gone (quirk i; `evq_os::memory`).
+            let bytes = std::mem::size_of::<ClientIo>()
+                + io.input.capacity()
+                + io.out.capacity()
+                + io.sent_head.capacity();
+            drop(io);
+            self.releaser.freed(bytes, self.clients_open);
             return;
         }
+        let mut dropped = 0;
         for b in [&mut io.input, &mut io.out, &mut io.sent_head] {
             if b.capacity() > KEPT_BUFFER {
+                dropped += b.capacity();
                 *b = Vec::new();
             }
             b.clear();
+        }
+        if dropped > 0 {
+            self.releaser.freed(dropped, self.clients_open);
         }
         io.ex = Exchange::default();
         io.retried = false;
@@ -1041,6 +1059,12 @@ impl CompletionRelay {
             }
         }
         self.taking_up = false;
+        if self.ready.is_empty() && self.ready.capacity() > READY_KEPT {
+            // A crowd's queue does not stay resident after it (quirk i).
+            let bytes = self.ready.capacity() * std::mem::size_of::<(usize, u32)>();
+            self.ready = VecDeque::new();
+            self.releaser.freed(bytes, self.clients_open);
+        }
     }
 
     /// A client's request is taken up: if it is the client's first, the
