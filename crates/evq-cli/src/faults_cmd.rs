@@ -138,12 +138,8 @@ pub fn run_soak(args: &SoakArgs) -> io::Result<bool> {
         duration: Duration::from_secs_f64(args.seconds),
         sample_every: Duration::from_secs_f64(args.sample),
     };
-    if cfg.io == SoakIo::Completion && cfg.suite.backend.is_some() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "--backend picks a readiness backend; --io completion takes none",
-        ));
-    }
+    // Refused before anything starts, as the other flags are.
+    cfg.check()?;
     let report = soak::run(&cfg);
     if args.json {
         println!(

@@ -486,14 +486,26 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
     }
 }
 
-fn run_inner(cfg: &SoakConfig) -> io::Result<SoakReport> {
-    let completion = cfg.io == SoakIo::Completion;
-    if completion && cfg.suite.backend.is_some() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "--backend picks a readiness backend; --io completion takes none",
-        ));
+impl SoakConfig {
+    /// Refuses settings that do not go together: a readiness backend with
+    /// the completion loops.
+    ///
+    /// # Errors
+    /// `InvalidInput`, saying which.
+    pub fn check(&self) -> io::Result<()> {
+        if self.io == SoakIo::Completion && self.suite.backend.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--backend picks a readiness backend; --io completion takes none",
+            ));
+        }
+        Ok(())
     }
+}
+
+fn run_inner(cfg: &SoakConfig) -> io::Result<SoakReport> {
+    cfg.check()?;
+    let completion = cfg.io == SoakIo::Completion;
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let docroot = DocRoot::new()?;
     let mut backend: Vec<String> = cfg

@@ -38,7 +38,7 @@
 //! listener never stays shut longer than an `interval`.
 
 use crate::overload::{self, PULSE_LEAD};
-use evq::completion::{CompletionRing, OpId};
+use evq::completion::{Completion, CompletionRing, OpId};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -364,16 +364,41 @@ impl Pulse {
         self.listening()
     }
 
-    /// Whether an accept the pulse cancelled has not ended yet: no other may
-    /// be armed meanwhile ([`Pulse::accept_ended`]).
-    pub(crate) fn accept_ending(&self) -> bool {
-        self.ending.is_some()
+    /// Whether a loop with `pulse` (or none) may arm a new accept: its
+    /// listener listens and no accept the pulse cancelled is still ending
+    /// ([`Pulse::accept_ended`]).
+    pub(crate) fn allows_accept(pulse: Option<&Pulse>) -> bool {
+        pulse.is_none_or(|p| p.listening() && p.ending.is_none())
     }
 
     fn close(&mut self, now: Instant) -> Action {
         self.pulses += 1;
         self.phase = Phase::Closed { since: now };
         Action::StopListening
+    }
+}
+
+/// An accept's completion `c` in a loop with `pulse` (or none): once the
+/// accept ends, `accept` forgets it; if it is the accept the pulse cancelled
+/// and the listener listens again, its replacement is armed now, unless the
+/// loop may not arm one (`may_arm` false: it waits for descriptors, or stops).
+pub(crate) fn accept_completed(
+    pulse: Option<&mut Pulse>,
+    c: &Completion,
+    accept: &mut Option<OpId>,
+    may_arm: bool,
+    ring: &mut CompletionRing,
+    (listen_fd, accept_token): (RawFd, u64),
+) {
+    if c.more() {
+        return;
+    }
+    if *accept == Some(c.op()) {
+        *accept = None;
+    }
+    let replace = pulse.is_some_and(|p| p.accept_ended(c.op()));
+    if replace && accept.is_none() && may_arm {
+        *accept = Some(ring.accept_multishot(listen_fd, accept_token));
     }
 }
 
@@ -608,7 +633,7 @@ mod tests {
         g.p.round(t0 + 100 * MS, &mut ring, &mut accept, false, &l);
         assert!(!g.p.listening(), "shut");
         assert_eq!(accept, None, "the accept is cancelled");
-        assert!(g.p.accept_ending());
+        assert!(g.p.ending.is_some());
         // An interval later it listens again, but arms nothing while the
         // cancelled accept has not ended (the ring's quirk q).
         g.prepare(t0 + 200 * MS, 0, 0, MS);
@@ -627,7 +652,7 @@ mod tests {
                 break;
             }
         }
-        assert!(!g.p.accept_ending());
+        assert!(g.p.ending.is_none());
         assert!(!g.p.accept_ended(first), "told once");
         // It listens at the same address.
         std::net::TcpStream::connect(l.addr).expect("listening again");

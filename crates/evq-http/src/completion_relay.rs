@@ -648,9 +648,7 @@ impl CompletionRelay {
     /// Whether a new accept may be armed: the listener listens and no accept
     /// the pulse cancelled is still ending (quirk k).
     fn may_arm_accept(&self) -> bool {
-        self.pulse
-            .as_ref()
-            .is_none_or(|p| p.listening() && !p.accept_ending())
+        Pulse::allows_accept(self.pulse.as_ref())
     }
 
     /// `--overload pulse` after some completions (quirk k): stops listening
@@ -677,17 +675,17 @@ impl CompletionRelay {
     }
 
     fn on_accept(&mut self, c: &Completion, lfd: RawFd) {
-        if !c.more() {
-            if self.accept == Some(c.op()) {
-                self.accept = None;
-            }
-            // The accept the pulse cancelled has ended: the one that
-            // replaces it may be armed now (quirk k).
-            let rearm = self.pulse.as_mut().is_some_and(|p| p.accept_ended(c.op()));
-            if rearm && self.accept.is_none() && !self.accept_waiting && self.stopping.is_none() {
-                self.accept = Some(self.ring.accept_multishot(lfd, ACCEPT));
-            }
-        }
+        // The accept the pulse cancelled has ended: the one that replaces it
+        // may be armed now (quirk k).
+        let may_arm = !self.accept_waiting && self.stopping.is_none();
+        crate::completion_pulse::accept_completed(
+            self.pulse.as_mut(),
+            c,
+            &mut self.accept,
+            may_arm,
+            &mut self.ring,
+            (lfd, ACCEPT),
+        );
         match c.accepted_fd() {
             Some(fd) if self.stopping.is_some() => {
                 // SAFETY: the ring handed us this new descriptor.
@@ -950,18 +948,10 @@ impl CompletionRelay {
             }
         }
         let quiet = cl.sock.send.is_none() && cl.out_empty();
-        if cl.queued {
-            // Waiting its turn (quirk l): a reset ends it now, anything else
-            // when the request is taken up (a client that sent its request
-            // and shut its side still gets the response).
-            if cl.sock.input_ended && !cl.sock.eof {
-                return self.close_client(i);
-            }
-            let want = cl.input_len() < INPUT_PAUSE.max(self.cfg.limits.max_head);
-            cl.sock.sync_recv(&mut self.ring, want, tok);
-            return;
-        }
-        if cl.sock.input_ended && !cl.exchange && !cl.close_after {
+        // A request waiting its turn (quirk l) is not "between exchanges": a
+        // client that sent it and shut its side still gets the response (a
+        // reset ends it below, at once).
+        if cl.sock.input_ended && !cl.exchange && !cl.close_after && !cl.queued {
             // Gone (or half-closed) between exchanges: an unfinished head
             // is dropped with the connection.
             cl.close_after = true;

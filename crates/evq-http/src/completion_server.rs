@@ -647,17 +647,16 @@ fn run_thread(
                 }
             }
             if c.token() == ACCEPT {
-                if !c.more() {
-                    if accept == Some(c.op()) {
-                        accept = None;
-                    }
-                    // The accept the pulse cancelled has ended: the one that
-                    // replaces it may be armed now (quirk h).
-                    let rearm = t.pulse.as_mut().is_some_and(|p| p.accept_ended(c.op()));
-                    if rearm && accept.is_none() && !t.accept_waiting && stop_at.is_none() {
-                        accept = Some(t.ring.accept_multishot(lfd, ACCEPT));
-                    }
-                }
+                // The accept the pulse cancelled has ended: the one that
+                // replaces it may be armed now (quirk h).
+                crate::completion_pulse::accept_completed(
+                    t.pulse.as_mut(),
+                    c,
+                    &mut accept,
+                    !t.accept_waiting && stop_at.is_none(),
+                    &mut t.ring,
+                    (lfd, ACCEPT),
+                );
                 match c.accepted_fd() {
                     // Accepted as the stop began: refused (closed) at once.
                     Some(fd) if stop_at.is_some() => {
@@ -747,9 +746,7 @@ impl Thread<'_> {
     /// Whether a new accept may be armed: the listener listens and no accept
     /// the pulse cancelled is still ending (quirk h).
     fn may_arm_accept(&self) -> bool {
-        self.pulse
-            .as_ref()
-            .is_none_or(|p| p.listening() && !p.accept_ending())
+        Pulse::allows_accept(self.pulse.as_ref())
     }
 
     /// `--overload pulse` after some completions (quirk h): stops listening
