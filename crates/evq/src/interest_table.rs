@@ -6,6 +6,7 @@
 //! earlier registration of that number (a closed-and-reused fd, a `dup`'d file that
 //! epoll still watches) and is never delivered.
 
+use crate::table_shrink;
 use crate::{Interest, Mode};
 use std::os::fd::RawFd;
 
@@ -101,10 +102,17 @@ impl Slot {
 }
 
 /// fd number → registration.
+///
+/// The table is as long as the highest descriptor registered
+/// (`table_shrink`): once a crowd of connections has gone, the numbers above
+/// the survivors are cut, and the generation of a number registered again
+/// starts above every generation cut, so an event still carrying a cut
+/// registration's key is never taken for the new one.
 #[derive(Default)]
 pub(crate) struct InterestTable {
     slots: Vec<Slot>,
     count: usize,
+    floor: u32,
 }
 
 impl InterestTable {
@@ -139,7 +147,11 @@ impl InterestTable {
     pub(crate) fn insert(&mut self, fd: RawFd, reg: Registration) -> Key {
         let i = fd as usize;
         if i >= self.slots.len() {
-            self.slots.resize(i + 1, Slot::default());
+            let fresh = Slot {
+                generation: self.floor,
+                ..Slot::default()
+            };
+            self.slots.resize(i + 1, fresh);
         }
         let slot = &mut self.slots[i];
         if !slot.is_live() {
@@ -167,6 +179,14 @@ impl InterestTable {
         slot.flags = 0;
         self.count -= 1;
         slot.generation = slot.generation.wrapping_add(1);
+        if fd as usize + 1 == self.slots.len() {
+            let floor = &mut self.floor;
+            table_shrink::cut_vacant_tail(
+                &mut self.slots,
+                |s| !s.is_live(),
+                |s| *floor = (*floor).max(s.generation),
+            );
+        }
         Some(old)
     }
 
@@ -240,5 +260,37 @@ mod tests {
         assert_eq!(t.remove(3).map(|r| r.token), Some(reg.token));
         assert!(t.get(3).is_none() && t.remove(3).is_none());
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn a_crowd_that_leaves_takes_its_numbers_with_it() {
+        let mut t = InterestTable::default();
+        let keys: Vec<Key> = (0..10_000).map(|fd| t.insert(fd, reg(fd as u64))).collect();
+        let grown = t.slots.capacity();
+        // Everyone but 3 and 5 leaves, the top ones not last.
+        for fd in (6..10_000).rev().filter(|fd| fd % 2 == 0) {
+            t.remove(fd);
+        }
+        for fd in (0..10_000).filter(|fd| fd % 2 == 1 && *fd != 3 && *fd != 5) {
+            t.remove(fd);
+        }
+        for fd in [0, 2, 4] {
+            t.remove(fd);
+        }
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.slots.len(), 6, "cut down to the highest number in use");
+        assert!(
+            t.slots.capacity() <= table_shrink::SHRINK_MIN,
+            "capacity {} (was {grown})",
+            t.slots.capacity()
+        );
+        assert_eq!(t.get(5).map(|r| r.token), Some(5));
+        // A number registered again never answers to a key of before the cut.
+        for fd in [9_000, 9_999, 4] {
+            let new = t.insert(fd, reg(7));
+            assert_ne!(new, keys[fd as usize]);
+            assert!(t.current(keys[fd as usize]).is_none(), "fd {fd}");
+            assert_eq!(t.current(new).map(|s| s.token()), Some(7));
+        }
     }
 }

@@ -53,6 +53,7 @@ mod options;
 mod queue;
 mod readiness;
 mod sys;
+mod table_shrink;
 mod timer_heap;
 mod wake_one_rotation;
 

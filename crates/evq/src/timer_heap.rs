@@ -6,7 +6,11 @@
 //! heap entry is therefore never searched for: cancelling bumps the slot's
 //! generation, and stale entries are dropped when they reach the top, or all at once
 //! when they outnumber the live ones (so memory stays proportional to live timers).
+//! The slots are cut to the highest one in use and the heap's capacity follows
+//! it (`table_shrink`): a server that timed 10,000 slow clients kept ~1 MiB of
+//! heap after they had left.
 
+use crate::table_shrink;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
@@ -40,15 +44,18 @@ pub(crate) struct TimerHeap {
     free: Vec<u32>,
     live: usize,
     sequence: u64,
+    /// Generation of slots made again after a cut: above every generation cut.
+    floor: u32,
 }
 
 impl TimerHeap {
     pub(crate) fn add(&mut self, deadline: Instant, token: u64) -> TimerId {
-        let index = match self.free.pop() {
-            Some(i) => i,
+        let slots = &self.slots;
+        let index = match table_shrink::pop_free(&mut self.free, slots.len(), |i| !slots[i].live) {
+            Some(i) => i as u32,
             None => {
                 self.slots.push(Slot {
-                    generation: 0,
+                    generation: self.floor,
                     token: 0,
                     live: false,
                 });
@@ -106,6 +113,7 @@ impl TimerHeap {
                 continue;
             }
             if top.deadline > now {
+                self.shrink_heap();
                 return None;
             }
             self.heap.pop();
@@ -113,12 +121,15 @@ impl TimerHeap {
             self.release(top.index);
             return Some(token);
         }
+        self.shrink_heap();
         None
     }
 
     fn is_live(&self, e: &Entry) -> bool {
-        let slot = &self.slots[e.index as usize];
-        slot.live && slot.generation == e.generation
+        // A stale entry may name a slot that was cut.
+        self.slots
+            .get(e.index as usize)
+            .is_some_and(|slot| slot.live && slot.generation == e.generation)
     }
 
     fn release(&mut self, index: u32) {
@@ -127,6 +138,15 @@ impl TimerHeap {
         slot.generation = slot.generation.wrapping_add(1);
         self.free.push(index);
         self.live -= 1;
+        if index as usize + 1 == self.slots.len() {
+            let floor = &mut self.floor;
+            table_shrink::cut_vacant_tail(
+                &mut self.slots,
+                |s| !s.live,
+                |s| *floor = (*floor).max(s.generation),
+            );
+            table_shrink::trim_free_list(&mut self.free, self.slots.len());
+        }
     }
 
     fn compact(&mut self) {
@@ -136,6 +156,16 @@ impl TimerHeap {
             .filter(|Reverse(e)| self.is_live(e))
             .collect();
         self.heap = BinaryHeap::from(kept);
+        self.shrink_heap();
+    }
+
+    /// Gives back the heap's capacity once it is four times its entries
+    /// (after a compaction, or as timers fire and stale entries pop).
+    fn shrink_heap(&mut self) {
+        let keep = self.heap.len().max(table_shrink::SHRINK_MIN / 2);
+        if self.heap.capacity() > keep * 4 {
+            self.heap.shrink_to(keep * 2);
+        }
     }
 }
 
@@ -176,5 +206,56 @@ mod tests {
         // A reused slot does not answer to an old id.
         let fresh = t.add(now, 7);
         assert!(!t.cancel(ids[fresh.index as usize]) || ids[fresh.index as usize] == fresh);
+    }
+
+    #[test]
+    fn a_crowd_that_leaves_takes_its_slots_and_heap_with_it() {
+        let mut t = TimerHeap::default();
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        // Survivors at the lowest slots; the crowd leaves in every order.
+        let keep: Vec<_> = (0..4).map(|i| t.add(later, i)).collect();
+        let crowd: Vec<_> = (0..10_000).map(|i| t.add(later, 100 + i)).collect();
+        let grown = (t.slots.capacity(), t.heap.capacity());
+        for (n, id) in crowd.iter().enumerate().filter(|(n, _)| n % 3 == 1) {
+            assert!(t.cancel(*id), "{n}");
+        }
+        for id in crowd.iter().step_by(3) {
+            assert!(t.cancel(*id));
+        }
+        for id in crowd.iter().skip(2).step_by(3) {
+            assert!(t.cancel(*id));
+        }
+        assert_eq!(t.slots.len(), 4, "cut down to the survivors");
+        assert!(
+            t.slots.capacity() <= table_shrink::SHRINK_MIN,
+            "slot capacity {} (was {})",
+            t.slots.capacity(),
+            grown.0
+        );
+        // The heap compacts (and gives capacity back) while over 1,024
+        // entries: what is left is under two thousand.
+        assert!(
+            t.heap.capacity() <= 2 * table_shrink::SHRINK_MIN,
+            "heap capacity {} (was {})",
+            t.heap.capacity(),
+            grown.1
+        );
+        // An id of the crowd cannot cancel the timer that takes its slot
+        // number again, and the free list's entries for cut slots are skipped.
+        let fresh: Vec<_> = (0..10).map(|i| t.add(now, 1000 + i)).collect();
+        assert!(fresh.iter().all(|f| (f.index as usize) < 14));
+        for old in &crowd[..10] {
+            assert!(!t.cancel(*old), "a stale id cancelled a new timer");
+        }
+        let fired: Vec<_> = std::iter::from_fn(|| t.pop_expired(now)).collect();
+        assert_eq!(fired, (1000..1010).collect::<Vec<_>>());
+        let fired: Vec<_> = std::iter::from_fn(|| t.pop_expired(later)).collect();
+        assert_eq!(fired, vec![0, 1, 2, 3]);
+        assert!(
+            keep.iter().all(|id| !t.cancel(*id)),
+            "fired timers are gone"
+        );
+        assert_eq!(t.slots.len(), 0);
     }
 }

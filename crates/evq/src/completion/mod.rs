@@ -212,6 +212,7 @@ pub use batch::{Completion, Completions, OpId, OpKind};
 pub use fixed::{Fixed, Target};
 pub use setup::{CompletionOptions, RingSetup, Setup};
 
+use crate::table_shrink;
 use buffer_ring::BufferRing;
 use fixed::FixedTable;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
@@ -859,6 +860,10 @@ impl CompletionRing {
             }
             self.backlog.pop_front();
         }
+        // A crowd's burst of requests is not a reason to keep its room.
+        if self.backlog.capacity() > table_shrink::SHRINK_MIN {
+            self.backlog = VecDeque::new();
+        }
     }
 
     fn synthesize(&mut self, id: u64, result: i32) {
@@ -882,22 +887,40 @@ impl CompletionRing {
         if let Some(sf) = &op.send_file {
             self.fixed.hold(sf.file());
         }
-        let slot = match self.free.pop() {
-            Some(s) => s as usize,
+        let slot = match table_shrink::pop_free(&mut self.free, self.slot_count, |i| {
+            self.slots[i / SLOT_CHUNK][i % SLOT_CHUNK].is_none()
+        }) {
+            Some(s) => s,
             None => {
                 if self.slot_count % SLOT_CHUNK == 0 {
                     let mut chunk = Vec::with_capacity(SLOT_CHUNK);
                     chunk.resize_with(SLOT_CHUNK, || None);
                     self.slots.push(chunk);
-                    self.generations.reserve_exact(SLOT_CHUNK);
                 }
-                self.generations.push(0);
+                // A slot made again after a cut keeps counting its
+                // generations (they are never cut).
+                if self.slot_count == self.generations.len() {
+                    self.generations.reserve_exact(SLOT_CHUNK);
+                    self.generations.push(0);
+                }
                 self.slot_count += 1;
                 self.slot_count - 1
             }
         };
         *self.slot_mut(slot) = Some(op);
         (self.generations[slot] as u64) << 32 | slot as u64
+    }
+
+    /// The operation slots are as many as the highest in use (`table_shrink`):
+    /// once a crowd's receives have ended, whole chunks above the survivors
+    /// go. Their generations stay, so an id of a cut slot never matches the
+    /// slot made again.
+    fn cut_vacant_slots(&mut self) {
+        while self.slot_count > 0 && self.slot_mut(self.slot_count - 1).is_none() {
+            self.slot_count -= 1;
+        }
+        self.slots.truncate(self.slot_count.div_ceil(SLOT_CHUNK));
+        table_shrink::trim_free_list(&mut self.free, self.slot_count);
     }
 
     fn live_op(&self, id: u64) -> Option<&Op> {
@@ -927,6 +950,9 @@ impl CompletionRing {
         self.generations[slot] = self.generations[slot].wrapping_add(1);
         self.free.push(slot as u32);
         self.live -= 1;
+        if slot + 1 == self.slot_count {
+            self.cut_vacant_slots();
+        }
         if let (OpKind::Close, Target::Fixed(f)) = (op.kind, op.target) {
             // Whatever the result, the kernel's entry is empty now (quirk l).
             self.fixed.vacate(f.0);
@@ -1047,3 +1073,6 @@ fn sockaddr_bytes(addr: SocketAddr) -> Vec<u8> {
         }
     }
 }
+
+#[cfg(test)]
+mod slot_tests;
