@@ -14,10 +14,23 @@
 //! only when a megabyte or more has been freed since the last call, or when
 //! the program is left with nothing in use — i.e. after a burst has gone, not
 //! during steady churn.
+//!
+//! Not everything a crowd leaves behind is freed where a releaser counts it:
+//! the event queue's own tables shrink inside `evq`, a completion ring's
+//! operation slots as their last completions are reaped. So a loop also
+//! tells its releaser, once a round, how many connections it holds
+//! ([`Releaser::open_now`]): when a crowd of [`CROWD`] or more has mostly
+//! gone (fewer than an eighth of the most held since the last trim), it
+//! trims, whoever freed what, and again at each eightfold drop until the
+//! last has gone. A crowd leaving costs a few trims, a steady server none.
 
 /// Bytes freed between two trims, at least (the trim walks the free lists,
 /// so it runs after a burst, not per connection).
 pub const RELEASE_BATCH: usize = 1 << 20;
+
+/// Connections a loop must have held for their leaving to trim the allocator
+/// ([`Releaser::open_now`]).
+pub const CROWD: usize = 256;
 
 /// Hands the allocator's free pages back to the system now. Returns whether
 /// memory was actually released (always `false` where the C library has no
@@ -41,6 +54,10 @@ pub fn release_free_memory() -> bool {
 pub struct Releaser {
     freed: usize,
     trims: u64,
+    /// The most connections held since the last trim.
+    peak: usize,
+    /// A crowd came and has not wholly gone yet.
+    crowd: bool,
 }
 
 impl Releaser {
@@ -55,10 +72,29 @@ impl Releaser {
     pub fn freed(&mut self, bytes: usize, in_use: usize) {
         self.freed = self.freed.saturating_add(bytes);
         if self.freed >= RELEASE_BATCH || (in_use == 0 && self.freed > 0) {
-            self.freed = 0;
-            self.trims += 1;
-            release_free_memory();
+            self.trim(in_use);
         }
+    }
+
+    /// The loop holds `open` connections now (once a round): trims when a
+    /// crowd has mostly gone, and again at each eightfold drop until none
+    /// is left (see the module).
+    pub fn open_now(&mut self, open: usize) {
+        self.peak = self.peak.max(open);
+        self.crowd |= self.peak >= CROWD;
+        if self.crowd && open.saturating_mul(8) < self.peak {
+            // Until the last of it has gone: its last connections may hold
+            // the top of a table that the trim after them gives back.
+            self.crowd = open > 0;
+            self.trim(open);
+        }
+    }
+
+    fn trim(&mut self, open: usize) {
+        self.freed = 0;
+        self.peak = open;
+        self.trims += 1;
+        release_free_memory();
     }
 
     /// How many times it trimmed.
@@ -70,6 +106,25 @@ impl Releaser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crowd_that_has_mostly_gone_trims_once_per_eightfold_drop() {
+        let mut r = Releaser::new();
+        for open in 0..10_000 {
+            r.open_now(open);
+        }
+        assert_eq!(r.trims(), 0, "a growing crowd never trims");
+        for open in (0..10_000).rev() {
+            r.open_now(open);
+        }
+        // At 1,249, 155, 19, 2 and 0 left.
+        assert_eq!(r.trims(), 5);
+        for _ in 0..1000 {
+            r.open_now(100);
+            r.open_now(0);
+        }
+        assert_eq!(r.trims(), 5, "churn below a crowd never trims");
+    }
 
     #[test]
     fn trims_after_a_batch_or_when_nothing_is_left_in_use() {
