@@ -62,6 +62,13 @@ impl BufferPool {
         while self.spare.len() > bound {
             dropped += self.spare.pop().map_or(0, |b| b.capacity());
         }
+        // The list of spares itself follows them down (10,000 entries are
+        // 234 KiB).
+        let keep = self.spare.len().max(POOL_FLOOR * 4);
+        if self.spare.capacity() > keep * 4 {
+            dropped += (self.spare.capacity() - keep * 2) * std::mem::size_of::<Vec<u8>>();
+            self.spare.shrink_to(keep * 2);
+        }
         if dropped > 0 {
             self.releaser.freed(dropped, open);
         }

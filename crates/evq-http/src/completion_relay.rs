@@ -127,6 +127,7 @@ use crate::overload::OverloadPolicy;
 use crate::relay::reclaim::{victims, EXHAUSTED_BATCH};
 use crate::relay::still_open;
 use crate::request::{spend_cpu, write_error};
+use crate::slot_table::{Slot, SlotTable};
 use crate::stats::ProxyReport;
 use crate::sys::{self, later};
 use crate::token::{decode, next_generation, token, Kind};
@@ -191,6 +192,24 @@ pub(crate) fn check(cfg: &ProxyConfig) -> io::Result<()> {
 }
 
 /// A socket on the ring: its recv and send in flight and its close (quirk a).
+impl Slot for Client {
+    fn vacant(&self) -> bool {
+        self.sock.fd < 0
+    }
+    fn generation(&self) -> u32 {
+        self.sock.generation
+    }
+}
+
+impl Slot for Origin {
+    fn vacant(&self) -> bool {
+        self.sock.fd < 0
+    }
+    fn generation(&self) -> u32 {
+        self.sock.generation
+    }
+}
+
 struct Sock {
     fd: RawFd,
     generation: u32,
@@ -382,12 +401,11 @@ pub(crate) struct CompletionRelay {
     listener_failed: Option<Instant>,
     descriptor_freed: bool,
     stop: Arc<AtomicBool>,
-    clients: Vec<Client>,
-    free_clients: Vec<usize>,
-    /// Clients whose slot holds a connection (closing ones included).
-    clients_open: usize,
-    origins: Vec<Origin>,
-    free_origins: Vec<usize>,
+    /// Clients by slot, reserved once (quirk i) and cut to the highest in
+    /// use between rounds, its pages above given back (`slot_table`); a slot
+    /// holds a connection until its close completes (closing ones count).
+    clients: SlotTable<Client>,
+    origins: SlotTable<Origin>,
     pool: Vec<usize>,
     /// Clients waiting for a descriptor to reach the origin (quirk g).
     waiting: VecDeque<usize>,
@@ -464,11 +482,8 @@ impl CompletionRelay {
             listener_failed: None,
             descriptor_freed: false,
             stop,
-            clients: Vec::with_capacity(descriptor_limit()),
-            free_clients: Vec::new(),
-            clients_open: 0,
-            origins: Vec::new(),
-            free_origins: Vec::new(),
+            clients: SlotTable::reserved(descriptor_limit()),
+            origins: SlotTable::new(),
             pool: Vec::new(),
             waiting: VecDeque::new(),
             closes_pending: 0,
@@ -511,14 +526,14 @@ impl CompletionRelay {
                 u64::try_from(p.closed_for.as_micros()).unwrap_or(u64::MAX);
         }
         // Descriptors whose close was never queued close here.
-        for c in &self.clients {
+        for c in self.clients.iter() {
             if c.sock.fd >= 0 && !c.sock.close_queued {
                 // SAFETY: an open slot's descriptor is ours (accepted, not
                 // closed: its close was never queued).
                 drop(unsafe { OwnedFd::from_raw_fd(c.sock.fd) });
             }
         }
-        for o in &self.origins {
+        for o in self.origins.iter() {
             if o.sock.fd >= 0 && !o.sock.close_queued {
                 // SAFETY: as above, for a connection we opened.
                 drop(unsafe { OwnedFd::from_raw_fd(o.sock.fd) });
@@ -544,7 +559,7 @@ impl CompletionRelay {
                 self.begin_stop();
             }
             if let Some(deadline) = self.stopping {
-                if self.clients_open == 0 || self.now >= deadline {
+                if self.clients.in_use() == 0 || self.now >= deadline {
                     return Ok(());
                 }
             }
@@ -573,10 +588,10 @@ impl CompletionRelay {
                     ACCEPT => self.on_accept(c, lfd),
                     CANCEL => {}
                     t => match decode(t) {
-                        Some((Kind::Client, i, g)) if self.clients[i].sock.generation == g => {
+                        Some((Kind::Client, i, g)) if self.clients.current(i, g) => {
                             self.on_client(i, c);
                         }
-                        Some((Kind::Origin, o, g)) if self.origins[o].sock.generation == g => {
+                        Some((Kind::Origin, o, g)) if self.origins.current(o, g) => {
                             self.on_origin(o, c);
                         }
                         _ => {}
@@ -637,6 +652,8 @@ impl CompletionRelay {
                 };
                 next_sweep = self.now + every;
             }
+            self.clients.cut_vacant_tail();
+            self.origins.cut_vacant_tail();
         }
     }
 
@@ -735,29 +752,23 @@ impl CompletionRelay {
         // its body) must not wait on Nagle for the client's delayed ACK.
         let _ = evq_os::socket::set_nodelay(fd);
         self.report.overload.admitted += 1;
-        let i = match self.free_clients.pop() {
-            Some(i) => i,
-            None => {
-                self.clients.push(Client {
-                    sock: Sock::new(-1, 0),
-                    io: None,
-                    origin: None,
-                    exchange: false,
-                    waiting: false,
-                    close_after: false,
-                    linger_after: false,
-                    lingering: false,
-                    deadline: self.now,
-                    exchanges: 0,
-                    awaiting_first: false,
-                    request_seen: false,
-                    accept_entry: 0,
-                    queued: false,
-                });
-                self.clients.len() - 1
-            }
-        };
-        self.clients_open += 1;
+        let now = self.now;
+        let i = self.clients.take(|generation| Client {
+            sock: Sock::new(-1, generation),
+            io: None,
+            origin: None,
+            exchange: false,
+            waiting: false,
+            close_after: false,
+            linger_after: false,
+            lingering: false,
+            deadline: now,
+            exchanges: 0,
+            awaiting_first: false,
+            request_seen: false,
+            accept_entry: 0,
+            queued: false,
+        });
         let c = &mut self.clients[i];
         c.sock = Sock::new(fd, c.sock.generation);
         c.origin = None;
@@ -842,8 +853,7 @@ impl CompletionRelay {
                 cl.awaiting_first = false;
                 cl.sock.fd = -1;
                 cl.sock.generation = next_generation(cl.sock.generation);
-                self.free_clients.push(i);
-                self.clients_open -= 1;
+                self.clients.release(i);
                 return;
             }
             _ => {}
@@ -892,7 +902,7 @@ impl CompletionRelay {
                 let or = &mut self.origins[o];
                 or.sock.fd = -1;
                 or.sock.generation = next_generation(or.sock.generation);
-                self.free_origins.push(o);
+                self.origins.release(o);
                 return;
             }
             _ => {}
@@ -1011,7 +1021,7 @@ impl CompletionRelay {
                 + io.out.capacity()
                 + io.sent_head.capacity();
             drop(io);
-            self.releaser.freed(bytes, self.clients_open);
+            self.releaser.freed(bytes, self.clients.in_use());
             return;
         }
         let mut dropped = 0;
@@ -1023,7 +1033,7 @@ impl CompletionRelay {
             b.clear();
         }
         if dropped > 0 {
-            self.releaser.freed(dropped, self.clients_open);
+            self.releaser.freed(dropped, self.clients.in_use());
         }
         io.ex = Exchange::default();
         io.retried = false;
@@ -1036,10 +1046,11 @@ impl CompletionRelay {
         let start = self.now;
         self.taking_up = true;
         while let Some((i, g)) = self.ready.pop_front() {
-            let cl = &mut self.clients[i];
-            if cl.sock.generation != g || !cl.queued {
+            // The slot may have been cut since its client closed.
+            if !self.clients.current(i, g) || !self.clients[i].queued {
                 continue;
             }
+            let cl = &mut self.clients[i];
             self.ready_first -= usize::from(cl.first_queued());
             cl.queued = false;
             self.drive_client(i);
@@ -1053,7 +1064,7 @@ impl CompletionRelay {
             // A crowd's queue does not stay resident after it (quirk i).
             let bytes = self.ready.capacity() * std::mem::size_of::<(usize, u32)>();
             self.ready = VecDeque::new();
-            self.releaser.freed(bytes, self.clients_open);
+            self.releaser.freed(bytes, self.clients.in_use());
         }
     }
 
@@ -1155,7 +1166,10 @@ impl CompletionRelay {
     /// the queue.
     fn next_waiting(&mut self) -> Option<usize> {
         while let Some(i) = self.waiting.pop_front() {
-            let cl = &mut self.clients[i];
+            // The slot may have been cut since its client closed.
+            let Some(cl) = self.clients.get_mut(i) else {
+                continue;
+            };
             if cl.waiting && cl.sock.open() {
                 cl.waiting = false;
                 return Some(i);
@@ -1167,7 +1181,9 @@ impl CompletionRelay {
     /// Exchanges that waited for a descriptor try again (one came back).
     fn retry_waiting(&mut self) {
         for i in std::mem::take(&mut self.waiting) {
-            let cl = &mut self.clients[i];
+            let Some(cl) = self.clients.get_mut(i) else {
+                continue;
+            };
             if !cl.waiting || !cl.sock.open() {
                 continue;
             }
@@ -1468,19 +1484,13 @@ impl CompletionRelay {
         }
         .into_raw_fd();
         self.report.origin_connects += 1;
-        let o = match self.free_origins.pop() {
-            Some(o) => o,
-            None => {
-                self.origins.push(Origin {
-                    sock: Sock::new(-1, 0),
-                    input: Vec::new(),
-                    out: Vec::new(),
-                    reused: false,
-                    client: None,
-                });
-                self.origins.len() - 1
-            }
-        };
+        let o = self.origins.take(|generation| Origin {
+            sock: Sock::new(-1, generation),
+            input: Vec::new(),
+            out: Vec::new(),
+            reused: false,
+            client: None,
+        });
         let or = &mut self.origins[o];
         or.sock = Sock::new(fd, or.sock.generation);
         or.reused = false;

@@ -83,12 +83,14 @@
 //!    (`evq_os::socket::has_failed`); a reset closes the connection. A
 //!    request that arrives whole, as nearly every one does, costs nothing.
 
+use crate::buffers::BufferPool;
 use crate::completion_pulse::{Pulse, PulsedListener};
 use crate::date::DateCache;
 use crate::overload::{self, OverloadConfig, OverloadPolicy};
 use crate::request::{handle_request, Body, Content, FileRoot, Outcome, Scratch, Site};
 use crate::{sys, ServeConfig};
 use evq::completion::{CompletionRing, Completions, OpId, OpKind};
+use evq_os::memory::Releaser;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -506,9 +508,17 @@ impl Stop {
 /// One thread's connections, indexed by descriptor number.
 struct Thread<'a> {
     ring: CompletionRing,
+    /// Connections by descriptor number, cut to the highest open between
+    /// rounds (`slot_table`'s rule; the generations stay, so a token of a
+    /// number cut never matches its next connection).
     conns: Vec<Option<Conn>>,
     generations: Vec<u32>,
-    pool: Vec<Vec<u8>>,
+    /// Connections open (or closing): admitted and their close not complete.
+    open: usize,
+    /// Spare send buffers, as many as connections open and a floor.
+    pool: BufferPool,
+    /// Counts what the spares dropped and trims the allocator after a crowd.
+    releaser: Releaser,
     /// Boxed because each moves into a connection whole (`Conn::io`): a spare
     /// box saves an allocation per busy period.
     #[allow(clippy::vec_box)]
@@ -546,7 +556,9 @@ fn run_thread(
         ring: CompletionRing::new()?,
         conns: Vec::new(),
         generations: Vec::new(),
-        pool: Vec::new(),
+        open: 0,
+        pool: BufferPool::new(usize::MAX),
+        releaser: Releaser::new(),
         io_pool: Vec::new(),
         scratch: Scratch::default(),
         date: DateCache::new(),
@@ -595,7 +607,7 @@ fn run_thread(
             t.close_idle(timeouts.grace);
         }
         if let Some(deadline) = stop_at {
-            if t.open() == 0 || t.now >= deadline {
+            if t.open == 0 || t.now >= deadline {
                 break;
             }
         }
@@ -710,6 +722,7 @@ fn run_thread(
             };
             next_sweep = t.now + every;
         }
+        t.cut_closed_tail();
     }
     if let Some(p) = t.pulse.as_ref() {
         t.report.pulses = p.pulses;
@@ -775,8 +788,11 @@ impl Thread<'_> {
         let slot = fd as usize;
         if self.conns.len() <= slot {
             self.conns.resize_with(slot + 1, || None);
+        }
+        if self.generations.len() <= slot {
             self.generations.resize(slot + 1, 0);
         }
+        self.open += 1;
         self.generations[slot] = self.generations[slot].wrapping_add(1);
         let token = self.token(fd);
         let recv = self.ring.recv_multishot(fd, token);
@@ -805,7 +821,8 @@ impl Thread<'_> {
         if self.generations.get(slot).copied() != Some((c.token() >> 32) as u32) {
             return; // quirk b
         }
-        let Some(mut conn) = self.conns[slot].take() else {
+        // The number may have been cut since its connection closed.
+        let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
             return;
         };
         self.events += 1;
@@ -874,7 +891,7 @@ impl Thread<'_> {
                 if let Some(mut bufs) = c.take_buffers() {
                     if let Some(mut b) = bufs.pop() {
                         b.clear();
-                        self.pool.push(b);
+                        self.pool.give(b, self.open);
                     }
                 }
                 if c.result().is_err() {
@@ -897,6 +914,7 @@ impl Thread<'_> {
                 }
             }
             OpKind::Close => {
+                self.open -= 1;
                 self.release_io(io);
                 self.descriptor_freed = true;
                 if let (true, Some(p)) = (conn.awaiting_first, self.pulse.as_mut()) {
@@ -934,6 +952,10 @@ impl Thread<'_> {
             io.file = None;
             io.send = None;
             self.io_pool.push(io);
+        } else {
+            let bytes = std::mem::size_of::<ConnIo>() + io.input.capacity() + io.out.capacity();
+            drop(io);
+            self.releaser.freed(bytes, self.open);
         }
     }
 
@@ -1021,7 +1043,7 @@ impl Thread<'_> {
             }
         }
         if !conn.sending && !io.out.is_empty() && !conn.closing {
-            let next = self.pool.pop().unwrap_or_default();
+            let next = self.pool.take().unwrap_or_default();
             let out = std::mem::replace(&mut io.out, next);
             io.send = Some(self.ring.send(fd, out, token));
             conn.sending = true;
@@ -1087,9 +1109,24 @@ impl Thread<'_> {
         }
     }
 
-    /// Connections open (or closing).
-    fn open(&self) -> usize {
-        self.conns.iter().filter(|c| c.is_some()).count()
+    /// Cuts the numbers above the highest connection open, gives back
+    /// capacity once it is four times what is left, and trims the allocator
+    /// once a crowd has gone (`evq_os::memory`; once between rounds).
+    fn cut_closed_tail(&mut self) {
+        self.releaser.open_now(self.open);
+        if !self.conns.last().is_some_and(Option::is_none) {
+            return;
+        }
+        while self.conns.last().is_some_and(Option::is_none) {
+            self.conns.pop();
+        }
+        let keep = self.conns.len().max(512);
+        if self.conns.capacity() > keep * 4 {
+            let before = self.conns.capacity();
+            self.conns.shrink_to(keep * 2);
+            let bytes = (before - self.conns.capacity()) * std::mem::size_of::<Option<Conn>>();
+            self.releaser.freed(bytes, self.open);
+        }
     }
 
     /// A graceful stop's idle connections (quirk g): with no grace they close

@@ -48,6 +48,7 @@ mod proxy;
 mod relay;
 pub mod request;
 mod server;
+mod slot_table;
 mod stats;
 mod status;
 mod sys;

@@ -11,6 +11,7 @@ use crate::linger::{self, Drained};
 use crate::listener::Listener;
 use crate::overload::{Admission, OverloadPolicy};
 use crate::request::{spend_cpu, write_error};
+use crate::slot_table::{Slot, SlotTable};
 use crate::stats::{ProxyReport, ServeReport, WorkerCounters};
 use crate::sys::{self, later};
 use crate::token::{decode, next_generation, token, Kind};
@@ -107,6 +108,15 @@ impl Client {
     }
 }
 
+impl Slot for Client {
+    fn vacant(&self) -> bool {
+        self.fd < 0
+    }
+    fn generation(&self) -> u32 {
+        self.generation
+    }
+}
+
 struct Origin {
     fd: RawFd,
     generation: u32,
@@ -120,6 +130,15 @@ struct Origin {
     client: Option<usize>,
 }
 
+impl Slot for Origin {
+    fn vacant(&self) -> bool {
+        self.fd < 0
+    }
+    fn generation(&self) -> u32 {
+        self.generation
+    }
+}
+
 pub(crate) struct Relay {
     mode: Mode,
     cfg: ProxyConfig,
@@ -128,10 +147,10 @@ pub(crate) struct Relay {
     stop: Arc<AtomicBool>,
     /// Watched when the proxy stops on SIGINT/SIGTERM.
     signal: Option<StopPipe>,
-    clients: Vec<Client>,
-    free_clients: Vec<usize>,
-    origins: Vec<Origin>,
-    free_origins: Vec<usize>,
+    /// Clients and origin connections by slot, cut to the highest in use
+    /// between rounds (`slot_table`).
+    clients: SlotTable<Client>,
+    origins: SlotTable<Origin>,
     pool: Vec<usize>,
     /// Spare client head buffers (`--max-head` bytes), in proportion to the
     /// clients open (`buffers.rs` says why).
@@ -212,10 +231,8 @@ impl Relay {
             listener,
             stop,
             signal,
-            clients: Vec::new(),
-            free_clients: Vec::new(),
-            origins: Vec::new(),
-            free_origins: Vec::new(),
+            clients: SlotTable::new(),
+            origins: SlotTable::new(),
             pool: Vec::new(),
             head_buffers: BufferPool::new(usize::MAX),
             out_buffers: BufferPool::new(4 * HIGH_WATER),
@@ -304,13 +321,15 @@ impl Relay {
             if let Some(l) = &mut self.limiter {
                 l.observe(n - listener_events + self.round_accepts);
             }
+            self.clients.cut_vacant_tail();
+            self.origins.cut_vacant_tail();
             let stop = self.stop.load(Ordering::Relaxed)
                 || (self.signal.is_some() && evq_os::stop_requested());
             if stop && self.stopping.is_none() {
                 self.begin_stop();
             }
             if let Some(deadline) = self.stopping {
-                let open = self.clients.len() - self.free_clients.len();
+                let open = self.clients.in_use();
                 if open == 0 || Instant::now() >= deadline {
                     return Ok(());
                 }
@@ -426,10 +445,10 @@ impl Relay {
         let mut out = std::mem::take(&mut c.out);
         let mut head = std::mem::take(&mut c.sent_head);
         let _ = self.queue.close(fd);
-        self.free_clients.push(i);
+        self.clients.release(i);
         self.listener.descriptor_freed();
         // The buffers go back to pools kept in proportion to the clients left.
-        let open = self.clients.len() - self.free_clients.len();
+        let open = self.clients.in_use();
         out.clear();
         head.clear();
         self.head_buffers.give(inbuf, open);
@@ -452,9 +471,9 @@ impl Relay {
         let mut out = std::mem::take(&mut or.out);
         let _ = self.queue.close(fd);
         self.pool.retain(|&p| p != o);
-        self.free_origins.push(o);
+        self.origins.release(o);
         self.listener.descriptor_freed();
-        let open = self.origins.len() - self.free_origins.len();
+        let open = self.origins.in_use();
         out.clear();
         self.origin_buffers.give(inbuf, open);
         self.out_buffers.give(out, open);
@@ -493,24 +512,18 @@ impl Relay {
             }
         };
         self.report.origin_connects += 1;
-        let o = match self.free_origins.pop() {
-            Some(o) => o,
-            None => {
-                self.origins.push(Origin {
-                    fd: -1,
-                    generation: 0,
-                    registered: Interest::empty(),
-                    connecting: false,
-                    reused: false,
-                    out: Vec::new(),
-                    out_pos: 0,
-                    inbuf: Vec::new(),
-                    in_len: 0,
-                    client: None,
-                });
-                self.origins.len() - 1
-            }
-        };
+        let o = self.origins.take(|generation| Origin {
+            fd: -1,
+            generation,
+            registered: Interest::empty(),
+            connecting: false,
+            reused: false,
+            out: Vec::new(),
+            out_pos: 0,
+            inbuf: Vec::new(),
+            in_len: 0,
+            client: None,
+        });
         let or = &mut self.origins[o];
         or.fd = fd;
         or.registered = Interest::empty();
@@ -740,7 +753,7 @@ impl Relay {
         c.out_pos = 0;
         out.clear();
         head.clear();
-        let open = self.clients.len() - self.free_clients.len();
+        let open = self.clients.in_use();
         self.head_buffers.give(inbuf, open);
         self.out_buffers.give(out, open);
         self.out_buffers.give(head, open);
@@ -1070,14 +1083,11 @@ impl Intake for Relay {
 
     fn take(&mut self, fd: RawFd) {
         self.round_accepts += 1;
-        let i = match self.free_clients.pop() {
-            Some(i) => i,
-            None => {
-                self.clients.push(Client::closed(self.now));
-                self.clients.len() - 1
-            }
-        };
         let now = self.now;
+        let i = self.clients.take(|generation| Client {
+            generation,
+            ..Client::closed(now)
+        });
         self.clients[i].open(fd, now);
         let d = later(self.now, self.cfg.idle_timeout);
         self.set_deadline(i, d);

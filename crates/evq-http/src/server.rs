@@ -9,6 +9,7 @@ use crate::date::DateCache;
 use crate::listener::Listener;
 use crate::overload::{Admission, OverloadPolicy};
 use crate::request::{Content, FileRoot, Scratch, Site};
+use crate::slot_table::SlotTable;
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::status::{StatusListener, DEFAULT_STATS_PATH};
 use crate::token::{token, Kind};
@@ -184,8 +185,7 @@ impl ServerHandle {
                 listener,
                 signal,
                 conn_mode,
-                conns: Vec::new(),
-                free: Vec::new(),
+                conns: SlotTable::new(),
                 open: 0,
                 in_pool: BufferPool::new(usize::MAX),
                 out_pool: BufferPool::new(worker::OUT_POOLED_CAPACITY),

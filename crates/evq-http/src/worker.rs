@@ -14,6 +14,7 @@ use crate::linger::{self, Drained};
 use crate::listener::Listener;
 use crate::overload::Admission;
 use crate::request::{handle_request, write_simple_head, Body, Outcome, Scratch, Site};
+use crate::slot_table::{Slot, SlotTable};
 use crate::stats::{ServeReport, WorkerCounters};
 use crate::sys::{self, later};
 use crate::token::{decode, next_generation, token, Kind};
@@ -81,6 +82,15 @@ pub(crate) struct Conn {
     sending: Sending,
 }
 
+impl Slot for Conn {
+    fn vacant(&self) -> bool {
+        self.fd < 0
+    }
+    fn generation(&self) -> u32 {
+        self.generation
+    }
+}
+
 pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     pub(crate) open: AtomicUsize,
@@ -104,8 +114,9 @@ pub(crate) struct Worker {
     /// How connections are registered: `Event` (edge) where the backend has it,
     /// else `Level`, else `Oneshot` (re-armed after every event).
     pub(crate) conn_mode: Mode,
-    pub(crate) conns: Vec<Conn>,
-    pub(crate) free: Vec<u32>,
+    /// The connections by slot; cut to the highest in use between rounds
+    /// (`slot_table`).
+    pub(crate) conns: SlotTable<Conn>,
     pub(crate) open: usize,
     /// Spare head buffers (`--max-head` bytes each), kept in proportion to the
     /// connections open (`buffers.rs` says why).
@@ -215,6 +226,7 @@ impl Worker {
                 }
             }
             self.shared.counters[self.id].set_open(self.open);
+            self.conns.cut_vacant_tail();
         };
         self.teardown();
         self.shared.counters[self.id].set_cpu(evq_os::thread_cpu_ns().saturating_sub(cpu_start));
@@ -267,30 +279,24 @@ impl Worker {
     }
 
     fn add_conn(&mut self, fd: RawFd) -> Option<usize> {
-        let index = match self.free.pop() {
-            Some(i) => i as usize,
-            None => {
-                self.conns.push(Conn {
-                    fd: -1,
-                    generation: 0,
-                    interest: Interest::empty(),
-                    in_request: false,
-                    close_after: false,
-                    linger_after: false,
-                    lingering: false,
-                    deadline: 0,
-                    timer: None,
-                    last_active: 0,
-                    answered: 0,
-                    inbuf: Vec::new(),
-                    in_len: 0,
-                    out: Vec::new(),
-                    out_pos: 0,
-                    sending: Sending::None,
-                });
-                self.conns.len() - 1
-            }
-        };
+        let index = self.conns.take(|generation| Conn {
+            fd: -1,
+            generation,
+            interest: Interest::empty(),
+            in_request: false,
+            close_after: false,
+            linger_after: false,
+            lingering: false,
+            deadline: 0,
+            timer: None,
+            last_active: 0,
+            answered: 0,
+            inbuf: Vec::new(),
+            in_len: 0,
+            out: Vec::new(),
+            out_pos: 0,
+            sending: Sending::None,
+        });
         let mode = self.conn_mode;
         let interest = if mode == Mode::Event {
             Interest::READ | Interest::WRITE
@@ -313,7 +319,7 @@ impl Worker {
         {
             let c = &mut self.conns[index];
             c.fd = -1;
-            self.free.push(index as u32);
+            self.conns.release(index);
             evq_os::io::close(fd);
             self.shared.open.fetch_sub(1, Ordering::Relaxed);
             self.listener.descriptor_freed();
@@ -351,7 +357,7 @@ impl Worker {
         self.give_in(inbuf);
         self.give_out(out);
         let _ = self.queue.close(fd);
-        self.free.push(i as u32);
+        self.conns.release(i);
         self.shared.open.fetch_sub(1, Ordering::Relaxed);
         self.listener.descriptor_freed();
     }
