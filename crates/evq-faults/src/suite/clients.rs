@@ -470,8 +470,12 @@ fn trickle(
     let mut told = false;
     let mut second = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        // Each second, every trickler once, spread over the second in slices.
-        let slices = 20;
+        // Each second, every trickler once, spread over the second in 100
+        // slices, as independent slow clients arrive. (With 20, each slice
+        // handed the server 500 bytes at once — at 10,000 tricklers a burst
+        // that held the live clients' replies for longer than their pacing
+        // forgives, the injector's rhythm more than the server's.)
+        let slices = 100;
         for slice in 0..slices {
             if stop.load(Ordering::Relaxed) {
                 break;
