@@ -9,8 +9,13 @@
 //! within 2 MiB of its baseline once the clients leave).
 //!
 //! The rule, the same for every table here: **a table is as long as its
-//! highest slot in use.** Releasing the last slot cuts every vacant slot
-//! below it too, and the capacity follows once it is four times what is left.
+//! highest slot in use, and never shorter than [`SHRINK_MIN`] slots.**
+//! Releasing the last slot cuts every vacant slot below it too, and the
+//! capacity follows once it is four times what is left. (The floor matters
+//! for the interest table: registering a number past its end asks the kernel
+//! whether the descriptor is open, so a table cut to a server's few
+//! connections would pay a system call on every accept of a short-lived
+//! one; below 1,024 slots a table is 16 KiB.)
 //! Each slot is cut at most once per time it was made, so the cost is O(1)
 //! per release, amortized; a steady server whose top slot stays in use never
 //! cuts anything. One long-lived connection in a high slot holds the slots
@@ -28,17 +33,19 @@
 //!   generation it cut: a stale key for a cut slot never matches its next
 //!   tenant.
 
-/// Capacity is never given back below this many slots (their memory is noise).
+/// Tables are never cut below this many slots, nor their capacity given back
+/// below it (their memory is noise).
 pub(crate) const SHRINK_MIN: usize = 1024;
 
-/// Pops the vacant slots off the end of `table`, handing each to `cut`, and
-/// gives back capacity once it is more than four times the length.
+/// Pops the vacant slots off the end of `table` while it is longer than
+/// [`SHRINK_MIN`], handing each to `cut`, and gives back capacity once it is
+/// more than four times the length.
 pub(crate) fn cut_vacant_tail<T>(
     table: &mut Vec<T>,
     vacant: impl Fn(&T) -> bool,
     mut cut: impl FnMut(T),
 ) {
-    while table.last().is_some_and(&vacant) {
+    while table.len() > SHRINK_MIN && table.last().is_some_and(&vacant) {
         if let Some(slot) = table.pop() {
             cut(slot);
         }
@@ -91,14 +98,15 @@ mod tests {
             *s = None;
         }
         t[3] = None;
+        t[2000] = Some(7);
         let mut cut = 0;
         cut_vacant_tail(&mut t, Option::is_none, |_| cut += 1);
-        assert_eq!(t.len(), 5, "cut down to the highest slot in use");
-        assert_eq!(cut, 99_995);
-        assert!(t.capacity() <= SHRINK_MIN, "capacity {}", t.capacity());
-        t[4] = None;
+        assert_eq!(t.len(), 2001, "cut down to the highest slot in use");
+        assert_eq!(cut, 100_000 - 2001);
+        assert!(t.capacity() <= 2 * 2001, "capacity {}", t.capacity());
+        t[2000] = None;
         cut_vacant_tail(&mut t, Option::is_none, |_| cut += 1);
-        assert_eq!(t.len(), 3, "a vacant slot below the top goes with it");
+        assert_eq!(t.len(), SHRINK_MIN, "never below the floor");
     }
 
     #[test]

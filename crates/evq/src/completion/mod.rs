@@ -911,12 +911,15 @@ impl CompletionRing {
         (self.generations[slot] as u64) << 32 | slot as u64
     }
 
-    /// The operation slots are as many as the highest in use (`table_shrink`):
+    /// The operation slots are as many as the highest in use, and at least
+    /// `table_shrink::SHRINK_MIN` (`table_shrink`):
     /// once a crowd's receives have ended, whole chunks above the survivors
     /// go. Their generations stay, so an id of a cut slot never matches the
     /// slot made again.
     fn cut_vacant_slots(&mut self) {
-        while self.slot_count > 0 && self.slot_mut(self.slot_count - 1).is_none() {
+        while self.slot_count > table_shrink::SHRINK_MIN
+            && self.slot_mut(self.slot_count - 1).is_none()
+        {
             self.slot_count -= 1;
         }
         self.slots.truncate(self.slot_count.div_ceil(SLOT_CHUNK));

@@ -1,5 +1,6 @@
 //! The ring's operation slots after a crowd (`table_shrink`): cut to the
-//! highest in use, and an id of a cut slot never names the slot made again.
+//! highest in use (not below the floor), and an id of a cut slot never names
+//! the slot made again.
 
 use super::*;
 
@@ -14,7 +15,7 @@ fn a_crowd_of_operations_that_ends_takes_its_slots_with_it() {
     let survivors = [r.timeout(hour, 1), r.timeout(hour, 2)];
     let crowd: Vec<OpId> = (0..3000).map(|i| r.timeout(hour, 100 + i)).collect();
     assert_eq!(r.slot_count, 3002);
-    let chunks = r.slots.len();
+    assert_eq!(r.slots.len(), 3002usize.div_ceil(SLOT_CHUNK));
     for (n, id) in crowd.iter().enumerate() {
         r.cancel(*id, 10_000 + n as u64);
     }
@@ -25,13 +26,19 @@ fn a_crowd_of_operations_that_ends_takes_its_slots_with_it() {
             .unwrap();
     }
     assert_eq!(r.in_flight(), 2, "every cancel and cancelled timeout ended");
-    assert_eq!(r.slot_count, 2, "cut down to the survivors");
-    assert!(r.slots.len() == 1 && chunks > 1, "{chunks} chunks then");
-    // The slots are made again with new generations: an id of the crowd is
-    // no longer an operation (ENOENT), and the new timeout is not cancelled.
+    let floor = table_shrink::SHRINK_MIN;
+    assert_eq!(r.slot_count, floor, "cut down to the floor");
+    assert_eq!(r.slots.len(), floor / SLOT_CHUNK, "whole chunks given back");
+    // The slots under the floor are taken first; the next is made again
+    // past it, with a generation no id of the crowd carries: the crowd's id
+    // for that number is no operation (ENOENT), and the new timeout lives.
+    let below: Vec<OpId> = (0..floor - 2)
+        .map(|i| r.timeout(hour, 20_000 + i as u64))
+        .collect();
     let again = r.timeout(hour, 7);
-    assert_eq!(again.0 as u32, crowd[0].0 as u32, "the same slot number");
-    r.cancel(crowd[0], 8);
+    let old = crowd[floor - 2];
+    assert_eq!(again.0 as u32, old.0 as u32, "the same slot number");
+    r.cancel(old, 8);
     let mut seen = Vec::new();
     while !seen.iter().any(|(t, _)| *t == 8) && Instant::now() < until {
         r.get_next_completion(&mut batch, Some(Duration::from_millis(100)))
@@ -46,8 +53,8 @@ fn a_crowd_of_operations_that_ends_takes_its_slots_with_it() {
         !seen.iter().any(|(t, _)| *t == 7),
         "the new timeout lives on"
     );
-    assert_eq!(r.in_flight(), 3);
-    for id in survivors.into_iter().chain([again]) {
+    assert_eq!(r.in_flight(), floor + 1);
+    for id in survivors.into_iter().chain(below).chain([again]) {
         r.cancel(id, 9);
     }
 }
