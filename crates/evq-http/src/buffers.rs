@@ -29,15 +29,25 @@ pub(crate) struct BufferPool {
     /// A buffer over this capacity is dropped rather than kept (one huge reply
     /// must not pin its buffer for the next small one).
     max_capacity: usize,
+    /// Spares kept with no connection open.
+    floor: usize,
     releaser: Releaser,
 }
 
 impl BufferPool {
     /// An empty pool keeping buffers up to `max_capacity` bytes.
     pub(crate) fn new(max_capacity: usize) -> Self {
+        Self::with_floor(max_capacity, POOL_FLOOR)
+    }
+
+    /// An empty pool keeping buffers up to `max_capacity` bytes, and `floor`
+    /// spares with no connection open (fewer than [`POOL_FLOOR`] where the
+    /// buffers are large: 32 of a file's 64 KiB chunks are 2 MiB).
+    pub(crate) fn with_floor(max_capacity: usize, floor: usize) -> Self {
         Self {
             spare: Vec::new(),
             max_capacity,
+            floor,
             releaser: Releaser::new(),
         }
     }
@@ -51,7 +61,7 @@ impl BufferPool {
     /// and the pool is under `open + POOL_FLOOR`; then drops spares down to
     /// that bound, so the pool shrinks as the connections go.
     pub(crate) fn give(&mut self, buf: Vec<u8>, open: usize) {
-        let bound = open.saturating_add(POOL_FLOOR);
+        let bound = open.saturating_add(self.floor);
         let mut dropped = 0;
         if buf.capacity() > 0 && buf.capacity() <= self.max_capacity && self.spare.len() < bound {
             self.spare.push(buf);
@@ -64,7 +74,7 @@ impl BufferPool {
         }
         // The list of spares itself follows them down (10,000 entries are
         // 234 KiB).
-        let keep = self.spare.len().max(POOL_FLOOR * 4);
+        let keep = self.spare.len().max(self.floor * 4).max(16);
         if self.spare.capacity() > keep * 4 {
             dropped += (self.spare.capacity() - keep * 2) * std::mem::size_of::<Vec<u8>>();
             self.spare.shrink_to(keep * 2);

@@ -231,8 +231,16 @@ impl ConnIo {
     }
 }
 
-/// Spare [`ConnIo`]s kept for the next busy connection.
+/// Spare [`ConnIo`]s kept for the next busy connection, at most.
 const IO_POOL: usize = 256;
+/// Spare send buffers kept with no connection open (each may be a file's
+/// 64 KiB chunk).
+const SEND_SPARES_IDLE: usize = 4;
+/// Spares kept beyond the connections open (the pool follows them down).
+const IO_FLOOR: usize = 16;
+/// While spares outnumber the connections open, a spare keeps no buffer
+/// larger than this (a file's 64 KiB chunks go back to the allocator).
+const KEPT_BUFFER: usize = 16 * 1024;
 
 struct Conn {
     recv: OpId,
@@ -523,6 +531,9 @@ struct Thread<'a> {
     /// box saves an allocation per busy period.
     #[allow(clippy::vec_box)]
     io_pool: Vec<Box<ConnIo>>,
+    /// A spare may hold a buffer over [`KEPT_BUFFER`] (set on keeping one,
+    /// cleared by the pass that lets them go).
+    spares_hold_big: bool,
     scratch: Scratch,
     date: DateCache,
     site: &'a Site,
@@ -557,9 +568,10 @@ fn run_thread(
         conns: Vec::new(),
         generations: Vec::new(),
         open: 0,
-        pool: BufferPool::new(usize::MAX),
+        pool: BufferPool::with_floor(usize::MAX, SEND_SPARES_IDLE),
         releaser: Releaser::new(),
         io_pool: Vec::new(),
+        spares_hold_big: false,
         scratch: Scratch::default(),
         date: DateCache::new(),
         site,
@@ -945,17 +957,43 @@ impl Thread<'_> {
         }
     }
 
+    /// Keeps a connection's buffers for the next busy one. Spares follow the
+    /// connections down (at most `open + IO_FLOOR`), and once they outnumber
+    /// the connections open, they keep no buffer over [`KEPT_BUFFER`]: 10,000
+    /// clients that asked for a big file and vanished left 256 spares with
+    /// their 64 KiB chunks, 12 MiB resident after they had all gone.
     fn release_io(&mut self, mut io: Box<ConnIo>) {
-        if self.io_pool.len() < IO_POOL {
+        let bytes =
+            |io: &ConnIo| std::mem::size_of::<ConnIo>() + io.input.capacity() + io.out.capacity();
+        let bound = self.open.saturating_add(IO_FLOOR).min(IO_POOL);
+        let mut dropped = 0;
+        if self.io_pool.len() < bound {
             io.input.clear();
             io.out.clear();
             io.file = None;
             io.send = None;
+            self.spares_hold_big |= io.input.capacity().max(io.out.capacity()) > KEPT_BUFFER;
             self.io_pool.push(io);
         } else {
-            let bytes = std::mem::size_of::<ConnIo>() + io.input.capacity() + io.out.capacity();
+            dropped += bytes(&io);
             drop(io);
-            self.releaser.freed(bytes, self.open);
+        }
+        while self.io_pool.len() > bound {
+            dropped += self.io_pool.pop().map_or(0, |io| bytes(&io));
+        }
+        if self.spares_hold_big && self.io_pool.len() > self.open {
+            self.spares_hold_big = false;
+            for spare in &mut self.io_pool {
+                for b in [&mut spare.input, &mut spare.out] {
+                    if b.capacity() > KEPT_BUFFER {
+                        dropped += b.capacity();
+                        *b = Vec::new();
+                    }
+                }
+            }
+        }
+        if dropped > 0 {
+            self.releaser.freed(dropped, self.open);
         }
     }
 

@@ -22,7 +22,9 @@
 //! ([`Releaser::open_now`]): when a crowd of [`CROWD`] or more has mostly
 //! gone (fewer than an eighth of the most held since the last trim), it
 //! trims, whoever freed what, and again at each eightfold drop until the
-//! last has gone. A crowd leaving costs a few trims, a steady server none.
+//! last has gone, and once more [`SETTLE`] later (the last connections'
+//! cancelled requests end in the rounds after their close). A crowd leaving
+//! costs a few trims, a steady server none.
 
 /// Bytes freed between two trims, at least (the trim walks the free lists,
 /// so it runs after a burst, not per connection).
@@ -58,7 +60,15 @@ pub struct Releaser {
     peak: usize,
     /// A crowd came and has not wholly gone yet.
     crowd: bool,
+    /// When the crowd's last connection went (a last trim follows
+    /// [`SETTLE`] later, for what its last requests free as they end).
+    gone_at: Option<std::time::Instant>,
 }
+
+/// After a crowd's last connection has gone, the releaser trims once more
+/// this long after (its cancelled requests end, and their memory is freed,
+/// in the rounds after the close).
+pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Releaser {
     /// A releaser with nothing counted.
@@ -86,7 +96,17 @@ impl Releaser {
             // Until the last of it has gone: its last connections may hold
             // the top of a table that the trim after them gives back.
             self.crowd = open > 0;
+            if open == 0 {
+                self.gone_at = Some(std::time::Instant::now());
+            }
             self.trim(open);
+        } else if let Some(at) = self.gone_at {
+            if open > 0 {
+                self.gone_at = None;
+            } else if at.elapsed() >= SETTLE {
+                self.gone_at = None;
+                self.trim(0);
+            }
         }
     }
 
@@ -119,11 +139,16 @@ mod tests {
         }
         // At 1,249, 155, 19, 2 and 0 left.
         assert_eq!(r.trims(), 5);
+        std::thread::sleep(SETTLE);
+        r.open_now(0);
+        assert_eq!(r.trims(), 6, "once more when the crowd's end has settled");
+        r.open_now(0);
+        assert_eq!(r.trims(), 6);
         for _ in 0..1000 {
             r.open_now(100);
             r.open_now(0);
         }
-        assert_eq!(r.trims(), 5, "churn below a crowd never trims");
+        assert_eq!(r.trims(), 6, "churn below a crowd never trims");
     }
 
     #[test]
