@@ -74,7 +74,7 @@ impl BufferPool {
         }
         // The list of spares itself follows them down (10,000 entries are
         // 234 KiB).
-        let keep = self.spare.len().max(self.floor * 4).max(16);
+        let keep = bound.max(16);
         if self.spare.capacity() > keep * 4 {
             dropped += (self.spare.capacity() - keep * 2) * std::mem::size_of::<Vec<u8>>();
             self.spare.shrink_to(keep * 2);
