@@ -1158,11 +1158,8 @@ impl Thread<'_> {
         while self.conns.last().is_some_and(Option::is_none) {
             self.conns.pop();
         }
-        let keep = self.conns.len().max(512);
-        if self.conns.capacity() > keep * 4 {
-            let before = self.conns.capacity();
-            self.conns.shrink_to(keep * 2);
-            let bytes = (before - self.conns.capacity()) * std::mem::size_of::<Option<Conn>>();
+        let bytes = crate::slot_table::shrink_capacity(&mut self.conns);
+        if bytes > 0 {
             self.releaser.freed(bytes, self.open);
         }
     }

@@ -158,9 +158,7 @@ impl<T: Slot> SlotTable<T> {
             self.touched = self.slots.len();
             bytes
         } else {
-            let before = self.slots.capacity();
-            shrink_capacity(&mut self.slots);
-            (before - self.slots.capacity()) * std::mem::size_of::<T>()
+            shrink_capacity(&mut self.slots)
         };
         if bytes > 0 {
             // The trim also returns what the connections' other records
@@ -189,12 +187,15 @@ impl<T> IndexMut<usize> for SlotTable<T> {
 }
 
 /// Gives back capacity above four times the length (keeping twice it, and
-/// never less than [`SHRINK_MIN`]).
-fn shrink_capacity<T>(v: &mut Vec<T>) {
+/// never less than [`SHRINK_MIN`]); returns the bytes given back. The
+/// completion server's descriptor table follows the same rule.
+pub(crate) fn shrink_capacity<T>(v: &mut Vec<T>) -> usize {
     let len = v.len().max(SHRINK_MIN / 2);
-    if v.capacity() > len.saturating_mul(4) {
+    let before = v.capacity();
+    if before > len.saturating_mul(4) {
         v.shrink_to(len * 2);
     }
+    (before - v.capacity()) * std::mem::size_of::<T>()
 }
 
 /// Hands the whole pages of `v`'s spare capacity below slot `touched` back
