@@ -12,6 +12,9 @@ pub enum OpKind {
     Accept,
     /// Multishot `recv` into the provided-buffer ring.
     Recv,
+    /// One `recv` into the caller's own buffer, handed back with the bytes
+    /// appended.
+    RecvInto,
     /// Multishot `read` of a pipe, eventfd or other pollable non-socket, into the
     /// same provided-buffer ring as `Recv`.
     Read,
@@ -55,7 +58,7 @@ pub struct Completion {
     pub(super) more: bool,
     /// For `Recv`/`Read`: the provided buffer holding the data (id, length).
     pub(super) buffer: Option<(u16, u32)>,
-    /// For `Send`/`SendZc`/`Writev`: the caller's buffers, handed back for reuse.
+    /// For `Send`/`SendZc`/`Writev`/`RecvInto`: the caller's buffers, handed back.
     pub(super) returned: Option<Vec<Vec<u8>>>,
     /// The dequeue that delivered it; received data is valid only in that one.
     pub(super) epoch: u64,
@@ -81,9 +84,9 @@ impl Completion {
         self.kind
     }
 
-    /// The result: for `Accept` the new descriptor (the caller owns it), for `Recv`
-    /// and `Read` the byte count (0 = the peer closed its side, or end of file; the
-    /// receive is over), for
+    /// The result: for `Accept` the new descriptor (the caller owns it), for `Recv`,
+    /// `RecvInto` and `Read` the byte count (0 = the peer closed its side, or end of
+    /// file; the receive is over), for
     /// `Send`/`SendZc`/`Writev`/`SendFile` the bytes sent, for `Timeout` 0 when it expired, 0 otherwise.
     /// Errors are the kernel's: `ECANCELED` for a cancelled operation, `ENOENT` for a
     /// cancel whose target had already finished, `ECONNRESET`, `EPIPE`, `EBADF`...
@@ -106,7 +109,9 @@ impl Completion {
         self.more
     }
 
-    /// For `Send`/`SendZc`/`Writev`, takes back the buffers that were submitted.
+    /// For `Send`/`SendZc`/`Writev`, takes back the buffers that were submitted;
+    /// for `RecvInto`, its one buffer, grown by the bytes received (and
+    /// unchanged after an error).
     pub fn take_buffers(&mut self) -> Option<Vec<Vec<u8>>> {
         self.returned.take()
     }

@@ -183,6 +183,20 @@
 //!    Arm the replacement after the cancelled accept's last completion (or
 //!    have the kernel run the cancel at once with
 //!    [`CompletionRing::run_kernel_work`], which narrows the window only).
+//! r) **A multishot recv takes all the peer sends, not what the caller can
+//!    use.** It stops only when a cancel lands, and with a fast peer the
+//!    kernel keeps it running — dozens of buffers per socket in one enter —
+//!    so a caller that pauses it at a high-water mark still takes hundreds of
+//!    kilobytes past it, and a caller closing the connection takes them
+//!    after it has stopped caring (`evq proxy --io completion` relaying large
+//!    bodies to clients that left: ~400 KB per exchange, most after the
+//!    close was asked). For a stream the caller paces — one whose data must
+//!    go somewhere at the pace of something else — [`CompletionRing::recv_into`]
+//!    is one recv into the caller's buffer: the kernel takes nothing more
+//!    until the caller asks again, and the peer is held back by TCP's window.
+//!    Multishot stays the right form for many connections sending small
+//!    messages (an idle connection holds no buffer); `recv_into` holds the
+//!    caller's buffer while it waits.
 
 /// Builds an SQE on a [`Target`]: `$f` is io-uring's `types::Fd` or `types::Fixed`
 /// (every opcode builder is generic over the two), `$build` the builder call.
@@ -278,7 +292,7 @@ struct Op {
     zc: ZeroCopy,
 }
 
-/// An io_uring owned by one thread, running accept, recv, read, send, send_zc,
+/// An io_uring owned by one thread, running accept, recv, recv_into, read, send, send_zc,
 /// send_file, writev, close, timeout and cancel operations and handing back their results in batches.
 ///
 /// Every operation takes a caller's `token` (returned in its completions) and
@@ -398,6 +412,35 @@ impl CompletionRing {
     pub fn recv_multishot(&mut self, fd: impl Into<Target>, token: u64) -> OpId {
         let id = self.insert(Op::new(token, OpKind::Recv, fd.into()));
         self.arm(id);
+        OpId(id)
+    }
+
+    /// One recv into the spare capacity of `buf` — at most `buf.capacity() -
+    /// buf.len()` bytes, appended after what it already holds — for a stream the
+    /// caller paces: nothing more is taken from the socket until the caller asks
+    /// again, so a fast sender is held back by TCP's window rather than by a
+    /// cancel racing a multishot recv (quirk r). The completion
+    /// ([`OpKind::RecvInto`]) carries the count (0: the peer closed its side)
+    /// and hands `buf` back, grown by it ([`Completion::take_buffers`]); the
+    /// buffer is the ring's until then (quirk b).
+    ///
+    /// A `buf` with no spare capacity completes at once with `EINVAL`: a recv
+    /// of zero bytes would read as end of file.
+    pub fn recv_into(&mut self, fd: impl Into<Target>, buf: Vec<u8>, token: u64) -> OpId {
+        let mut op = Op::new(token, OpKind::RecvInto, fd.into());
+        let room = buf.capacity() - buf.len();
+        op.bufs.push(buf);
+        let id = self.insert(op);
+        if room == 0 {
+            self.synthesize(id, -libc::EINVAL);
+            return OpId(id);
+        }
+        let b = &mut self.op_mut(id).bufs[0];
+        let at = b.spare_capacity_mut().as_mut_ptr().cast::<u8>();
+        let len = room.min(u32::MAX as usize) as u32;
+        let target = self.op(id).target;
+        let e = on_target!(target, |f| opcode::Recv::new(f, at, len).build()).user_data(id);
+        self.push(e);
         OpId(id)
     }
 
@@ -747,6 +790,16 @@ impl CompletionRing {
                     result = sent as i32;
                 }
             }
+            OpKind::RecvInto => {
+                if result > 0 {
+                    let b = &mut self.op_mut(id).bufs[0];
+                    let filled = b.len() + result as usize;
+                    assert!(filled <= b.capacity(), "recv_into: the kernel over-ran");
+                    // SAFETY: the kernel wrote `result` bytes into the spare
+                    // capacity the SQE named (`recv_into`), just checked to fit.
+                    unsafe { b.set_len(filled) };
+                }
+            }
             OpKind::Timeout => {
                 if result == -libc::ETIME {
                     result = 0;
@@ -772,7 +825,10 @@ impl CompletionRing {
         }
         if !goes_on {
             let op = self.remove(id);
-            if matches!(kind, OpKind::Send | OpKind::SendZc | OpKind::Writev) {
+            if matches!(
+                kind,
+                OpKind::Send | OpKind::SendZc | OpKind::Writev | OpKind::RecvInto
+            ) {
                 returned = Some(op.bufs);
             }
         }
@@ -875,8 +931,11 @@ impl CompletionRing {
             result,
             more: false,
             buffer: None,
-            returned: matches!(op.kind, OpKind::Send | OpKind::SendZc | OpKind::Writev)
-                .then_some(op.bufs),
+            returned: matches!(
+                op.kind,
+                OpKind::Send | OpKind::SendZc | OpKind::Writev | OpKind::RecvInto
+            )
+            .then_some(op.bufs),
             epoch: 0,
         });
     }

@@ -23,15 +23,18 @@ pub struct Seen {
     pub result: Result<u32, i32>,
     pub more: bool,
     pub data: Vec<u8>,
+    /// The caller's buffers handed back (send, writev, recv_into).
+    pub returned: Option<Vec<Vec<u8>>>,
 }
 
-pub fn seen(ring: &CompletionRing, c: &Completion) -> Seen {
+pub fn seen(ring: &CompletionRing, c: &mut Completion) -> Seen {
     Seen {
         token: c.token(),
         kind: c.kind(),
         result: c.result().map_err(|e| e.raw_os_error().unwrap_or(0)),
         more: c.more(),
         data: ring.received(c).map(<[u8]>::to_vec).unwrap_or_default(),
+        returned: c.take_buffers(),
     }
 }
 
@@ -49,7 +52,7 @@ pub fn run_until(
         assert!(Instant::now() < give_up, "no progress within {PATIENCE:?}");
         ring.get_next_completion(&mut batch, Some(Duration::from_millis(200)))
             .expect("get_next_completion");
-        let got: Vec<Seen> = batch.iter().map(|c| seen(ring, c)).collect();
+        let got: Vec<Seen> = batch.iter_mut().map(|c| seen(ring, c)).collect();
         for s in got {
             done |= each(ring, s);
         }
