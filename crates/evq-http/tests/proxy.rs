@@ -13,6 +13,7 @@ use evq_http::{IoModel, OverloadPolicy, ProxyConfig, ProxyHandle};
 use evq_wire::{BodyHeaders, Strictness};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -935,4 +936,134 @@ fn failed_listener(io: IoModel) {
     let report = proxy.stop();
     assert!(report.listener_failures >= 1, "{report}");
     assert_eq!(report.relayed, 1, "{report}");
+}
+
+on_both_models!(
+    slow_reader: a_slow_reader_holds_the_origin_back_and_gets_every_byte,
+    a_slow_reader_holds_the_origin_back_and_gets_every_byte_on_completions
+);
+
+/// An origin that answers every request `GET /?n=N` with N bytes of a
+/// pattern (byte `i` is `i % 251`), counting the body bytes its writes have
+/// handed to the kernel.
+fn pattern_origin() -> (SocketAddr, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let written = Arc::new(AtomicUsize::new(0));
+    let count = written.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let block: Vec<u8> = (0..(64 << 10) + 251).map(|i| (i % 251) as u8).collect();
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match s.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    let n: usize = head
+                        .split_once("?n=")
+                        .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+                        .unwrap_or(0);
+                    let h = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n");
+                    if s.write_all(h.as_bytes()).is_err() {
+                        return;
+                    }
+                    let mut at = 0;
+                    while at < n {
+                        let k = (n - at).min(64 << 10);
+                        let from = at % 251;
+                        if s.write_all(&block[from..from + k]).is_err() {
+                            return;
+                        }
+                        at += k;
+                        count.fetch_add(k, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    (addr, written)
+}
+
+/// Reads one response of the pattern origin from `s` (`pending`: bytes read
+/// past the previous one), checking every body byte; returns what it read
+/// past this response.
+fn read_pattern(s: &mut TcpStream, mut pending: Vec<u8>, len: usize) -> Vec<u8> {
+    let mut tmp = vec![0u8; 64 << 10];
+    let end = loop {
+        if let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        let k = s.read(&mut tmp).unwrap();
+        assert!(k > 0, "closed before the head");
+        pending.extend_from_slice(&tmp[..k]);
+    };
+    let head = String::from_utf8_lossy(&pending[..end]).into_owned();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    pending.drain(..end + 4);
+    let mut at = 0;
+    loop {
+        let take = pending.len().min(len - at);
+        for (j, &b) in pending[..take].iter().enumerate() {
+            assert_eq!(b, ((at + j) % 251) as u8, "body byte {}", at + j);
+        }
+        at += take;
+        pending.drain(..take);
+        if at == len {
+            return pending;
+        }
+        let k = s.read(&mut tmp).unwrap();
+        assert!(k > 0, "closed at body byte {at} of {len}");
+        pending.extend_from_slice(&tmp[..k]);
+    }
+}
+
+/// A client that stops reading a 64 MiB response: the proxy holds the origin
+/// back (it takes from the origin only what the client's output has room
+/// for; the kernel's socket buffers hold the rest), and once the client
+/// reads on, every byte arrives in order; the connection then serves the next
+/// request.
+fn slow_reader(io: IoModel) {
+    const LEN: usize = 64 << 20;
+    let (origin, written) = pattern_origin();
+    // A client not reading is timed out after `origin_timeout` (no progress
+    // on its exchange): far longer than this one's pause.
+    let cfg = ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        origin,
+        origin_timeout: Duration::from_secs(10),
+        ..ProxyConfig::default()
+    };
+    let Some(proxy) = start_proxy(io, cfg) else {
+        return;
+    };
+    let mut s = TcpStream::connect(proxy.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(format!("GET /?n={LEN} HTTP/1.1\r\nHost: o\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut first = [0u8; 4096];
+    let k = s.read(&mut first).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let held = written.load(Ordering::Relaxed);
+    assert!(
+        held < LEN / 2,
+        "{io:?}: the origin wrote {held} of {LEN} bytes"
+    );
+    let rest = read_pattern(&mut s, first[..k].to_vec(), LEN);
+    assert!(rest.is_empty());
+    s.write_all(b"GET /?n=1000 HTTP/1.1\r\nHost: o\r\n\r\n")
+        .unwrap();
+    assert!(read_pattern(&mut s, Vec::new(), 1000).is_empty());
+    let report = proxy.stop();
+    assert_eq!(report.relayed, 2, "{report}");
+    assert_eq!(report.origin_connects, 1, "{report}");
 }
