@@ -134,6 +134,7 @@
 //!    of most small responses, so a reused connection takes its response in
 //!    one recv — the one buffer an idle origin connection holds.
 
+use crate::buffers::BufferPool;
 use crate::completion_pulse::{Pulse, PulsedListener};
 use crate::config::ProxyConfig;
 use crate::date::DateCache;
@@ -347,10 +348,10 @@ impl Sock {
 
     /// The send in flight completed: its buffer goes to the spares. Whether
     /// it carried bytes.
-    fn send_done(&mut self, c: &mut Completion, spare: &mut Vec<Vec<u8>>) -> bool {
+    fn send_done(&mut self, c: &mut Completion, spare: &mut BufferPool, open: usize) -> bool {
         self.send = None;
         if let Some(b) = c.take_buffers().and_then(|mut bufs| bufs.pop()) {
-            give(spare, b);
+            spare.give(b, open);
         }
         std::mem::take(&mut self.in_flight_bytes)
     }
@@ -495,7 +496,9 @@ pub(crate) struct CompletionRelay {
     /// client whole.
     #[allow(clippy::vec_box)]
     io_pool: Vec<Box<ClientIo>>,
-    spare: Vec<Vec<u8>>,
+    /// Spare send and receive buffers, as many as the clients open and
+    /// [`SPARES_FLOOR`] more (`buffers.rs`).
+    spare: BufferPool,
     date: DateCache,
     now: Instant,
     stopping: Option<Instant>,
@@ -530,8 +533,11 @@ const READY_KEPT: usize = 1024;
 /// The largest buffer a spare client record keeps.
 const KEPT_BUFFER: usize = 4096;
 
-/// Spare buffers kept.
-const SPARES: usize = 256;
+/// The largest spare buffer kept: an output that went one origin read past
+/// [`HIGH_WATER`].
+const SPARE_BUFFER: usize = HIGH_WATER + ORIGIN_READ_BULK;
+/// Spare buffers kept beyond the connections open.
+const SPARES_FLOOR: usize = 4;
 
 impl CompletionRelay {
     /// The relay's state around `listener` (already listening).
@@ -566,7 +572,7 @@ impl CompletionRelay {
             answered_since: false,
             spare_fds: Vec::new(),
             io_pool: Vec::new(),
-            spare: Vec::new(),
+            spare: BufferPool::with_floor(SPARE_BUFFER, SPARES_FLOOR),
             date: DateCache::new(),
             now: Instant::now(),
             stopping: None,
@@ -864,6 +870,13 @@ impl CompletionRelay {
         c.sock.sync_recv(&mut self.ring, true, tok);
     }
 
+    /// Client connections held (closing ones too): the bound of the spare
+    /// buffers. Not the origins: a pooled one, idle, needs no spare (with 50
+    /// pooled after a burst of uploads, counting them kept 7 MiB of spares).
+    fn open_connections(&self) -> usize {
+        self.clients.in_use()
+    }
+
     fn client_token(&self, i: usize) -> u64 {
         token(Kind::Client, i, self.clients[i].sock.generation)
     }
@@ -905,8 +918,9 @@ impl CompletionRelay {
                 }
             }
             OpKind::Send => {
+                let open = self.open_connections();
                 let cl = &mut self.clients[i];
-                let sent = cl.sock.send_done(c, &mut self.spare);
+                let sent = cl.sock.send_done(c, &mut self.spare, open);
                 let Ok(n) = c.result() else {
                     return self.close_client(i);
                 };
@@ -973,8 +987,9 @@ impl CompletionRelay {
                 or.recv_buf = got;
             }
             OpKind::Send => {
+                let open = self.open_connections();
                 let or = &mut self.origins[o];
-                or.sock.send_done(c, &mut self.spare);
+                or.sock.send_done(c, &mut self.spare, open);
                 if c.result().is_err() && !or.sock.closing {
                     return self.origin_gone(o);
                 }
@@ -1034,7 +1049,7 @@ impl CompletionRelay {
         let cl = &mut self.clients[i];
         if let (None, Some(io)) = (cl.sock.send, cl.io.as_mut()) {
             if !io.out.is_empty() {
-                let next = self.spare.pop().unwrap_or_default();
+                let next = take_spare(&mut self.spare);
                 let out = std::mem::replace(&mut io.out, next);
                 cl.sock.in_flight_bytes = !out.is_empty();
                 cl.sock.send = Some(self.ring.send(cl.sock.fd, out, tok));
@@ -1302,7 +1317,7 @@ impl CompletionRelay {
         let or = &mut self.origins[o];
         or.client = Some(i);
         if or.out.capacity() == 0 {
-            or.out = self.spare.pop().unwrap_or_default();
+            or.out = take_spare(&mut self.spare);
         }
         if let Some(io) = &self.clients[i].io {
             or.out.extend_from_slice(&io.sent_head);
@@ -1336,7 +1351,7 @@ impl CompletionRelay {
         let tok = self.origin_token(o);
         let or = &mut self.origins[o];
         if or.sock.send.is_none() && !or.out.is_empty() && or.sock.open() {
-            let next = self.spare.pop().unwrap_or_default();
+            let next = take_spare(&mut self.spare);
             let out = std::mem::replace(&mut or.out, next);
             or.sock.in_flight_bytes = !out.is_empty();
             or.sock.send = Some(self.ring.send(or.sock.fd, out, tok));
@@ -1360,6 +1375,7 @@ impl CompletionRelay {
                 (out < HIGH_WATER, size)
             }
         };
+        let open = self.open_connections();
         let or = &mut self.origins[o];
         if or.client.is_none() && or.sock.recv.is_none() && or.input.is_empty() {
             // Pooled, it holds one small buffer, in its recv: the input's
@@ -1370,9 +1386,9 @@ impl CompletionRelay {
                 std::mem::swap(&mut or.recv_buf, &mut or.input);
             }
             if or.recv_buf.capacity() > POOLED_READ {
-                give(&mut self.spare, std::mem::take(&mut or.recv_buf));
+                self.spare.give(std::mem::take(&mut or.recv_buf), open);
             }
-            give(&mut self.spare, std::mem::take(&mut or.input));
+            self.spare.give(std::mem::take(&mut or.input), open);
         }
         or.sock
             .arm_paced_recv(&mut self.ring, want, &mut or.recv_buf, size, tok);
@@ -1467,6 +1483,7 @@ impl CompletionRelay {
     }
 
     fn finish_exchange(&mut self, o: usize, i: usize) {
+        let open = self.open_connections();
         self.report.relayed += 1;
         self.answered_since = true;
         let cl = &mut self.clients[i];
@@ -1494,7 +1511,7 @@ impl CompletionRelay {
             && self.pool.len() < self.cfg.pool_size
         {
             or.client = None;
-            give(&mut self.spare, std::mem::take(&mut or.out));
+            self.spare.give(std::mem::take(&mut or.out), open);
             match self.next_waiting() {
                 // Out of descriptors, an exchange waits: it takes this
                 // connection now (quirk g).
@@ -1665,14 +1682,15 @@ impl CompletionRelay {
 
     fn finish_origin_close(&mut self, o: usize) {
         let tok = self.origin_token(o);
+        let open = self.open_connections();
         let or = &mut self.origins[o];
         let queued = or.sock.close_queued;
         or.sock.finish_close(&mut self.ring, tok);
         if !queued && or.sock.close_queued {
             self.closes_pending += 1;
-            give(&mut self.spare, std::mem::take(&mut or.input));
-            give(&mut self.spare, std::mem::take(&mut or.recv_buf));
-            give(&mut self.spare, std::mem::take(&mut or.out));
+            for b in [&mut or.input, &mut or.recv_buf, &mut or.out] {
+                self.spare.give(std::mem::take(b), open);
+            }
         }
     }
 
@@ -1827,10 +1845,9 @@ fn descriptor_limit() -> usize {
     }
 }
 
-/// Keeps `b` as a spare buffer if it has room and there are not too many.
-fn give(spare: &mut Vec<Vec<u8>>, mut b: Vec<u8>) {
-    if b.capacity() > 0 && b.capacity() <= 4 * HIGH_WATER && spare.len() < SPARES {
-        b.clear();
-        spare.push(b);
-    }
+/// A spare buffer, emptied, or a new one.
+fn take_spare(spare: &mut BufferPool) -> Vec<u8> {
+    let mut b = spare.take().unwrap_or_default();
+    b.clear();
+    b
 }
