@@ -1326,16 +1326,23 @@ impl CompletionRelay {
         self.flush_origin(o);
     }
 
-    /// Moves buffered request-body bytes to the origin's output.
+    /// Moves buffered request-body bytes to the origin's output, up to
+    /// [`HIGH_WATER`] of them: the rest waits in the client's input, whose
+    /// recv pauses past [`INPUT_PAUSE`] (quirk c). Moving all of it at once
+    /// let a fast upload grow the origin's output by whatever the client's
+    /// multishot recv had taken (50 clients uploading 20 MB each: 30 MB
+    /// resident at the peak, where the readiness proxy used 6).
     fn pump_request_body(&mut self, i: usize, o: usize) {
         let Some(io) = self.clients[i].io.as_mut() else {
             return;
         };
         let or = &mut self.origins[o];
-        if or.out.len() >= HIGH_WATER {
+        let room = HIGH_WATER.saturating_sub(or.out.len());
+        if room == 0 {
             return;
         }
-        match io.ex.pump_body(&io.input, &mut or.out) {
+        let some = &io.input[..io.input.len().min(room)];
+        match io.ex.pump_body(some, &mut or.out) {
             Ok(n) => {
                 io.input.drain(..n);
             }

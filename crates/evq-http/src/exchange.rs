@@ -264,6 +264,37 @@ mod tests {
         assert!(!ex.keep_alive && ex.retryable);
     }
 
+    /// The completion relay pumps at most its high water mark of a body at a
+    /// time, so a slice may end anywhere — in a chunk-size line, its
+    /// extension, the CRLF after the data: a cut is never an error, and the
+    /// body comes out whole, ending where its framing says.
+    #[test]
+    fn a_chunked_body_pumped_in_any_slices_comes_out_whole() {
+        let head = b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let body = b"5;ext=1\r\nhello\r\n10\r\n0123456789abcdef\r\n0\r\nX-T: 1\r\n\r\n";
+        for step in [1, 2, 3, 7, 64] {
+            let mut ex = Exchange::default();
+            let mut sent = Vec::new();
+            assert!(matches!(
+                ex.begin(head, false, false, &mut sent),
+                Begin::Started(_)
+            ));
+            let (mut input, mut out, mut at) = (Vec::new(), Vec::new(), 0);
+            while !ex.req_body.is_done() {
+                assert!(at < body.len(), "step {step}: not done at the body's end");
+                let end = (at + step).min(body.len());
+                input.extend_from_slice(&body[at..end]);
+                at = end;
+                let used = ex
+                    .pump_body(&input, &mut out)
+                    .expect("a cut is not an error");
+                input.drain(..used);
+            }
+            assert_eq!(out, body, "step {step}");
+            assert!(input.is_empty());
+        }
+    }
+
     #[test]
     fn bad_and_unfinished_heads_say_which_status() {
         let mut ex = Exchange::default();
