@@ -146,7 +146,7 @@ use crate::date::DateCache;
 use crate::exchange::{Begin, Exchange, Step};
 use crate::linger;
 use crate::overload::OverloadPolicy;
-use crate::relay::reclaim::{victims, EXHAUSTED_BATCH};
+use crate::relay::reclaim::{victims, EXHAUSTED_BATCH, RECENTLY_ACTIVE};
 use crate::relay::still_open;
 use crate::request::{spend_cpu, write_error};
 use crate::slot_table::{Slot, SlotTable};
@@ -191,9 +191,6 @@ const BULK_AFTER: usize = 256 * 1024;
 /// m): the buffer an idle connection holds, and room for the whole of most
 /// small responses once it is in use again.
 const POOLED_READ: usize = 4096;
-/// A keep-alive client in use active this recently is not closed for room
-/// (quirk g).
-const RECENTLY_ACTIVE: Duration = Duration::from_secs(1);
 /// Token of the multishot accept.
 const ACCEPT: u64 = u64::MAX - 1;
 /// Token of our own cancels, whose completions need nothing done.

@@ -18,6 +18,12 @@ use super::Relay;
 /// Idle descriptors closed, at most, when an accept met `EMFILE`.
 pub(crate) const EXHAUSTED_BATCH: usize = 32;
 
+/// A keep-alive client in use active this recently is not closed for room:
+/// between two of its requests it is idle for microseconds, and a user
+/// connected before the crowd must not be the one reset (the fault table's
+/// exhaustion row once saw 1 live request in 63,741 reset so).
+pub(crate) const RECENTLY_ACTIVE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What to close for room, in the order above: clients answered once, then
 /// pooled origin connections, then keep-alive clients in use. Shared by
 /// both relays (the completion relay's is `completion_relay.rs`).
@@ -66,10 +72,18 @@ pub(crate) fn victims(
 impl Relay {
     /// Closes up to `n` idle descriptors in the order above — never the more
     /// recently active half of the idle clients (`worker/reclaim.rs` says
-    /// why). Returns how many it closed.
+    /// why), nor a keep-alive client in use active within
+    /// [`RECENTLY_ACTIVE`]. Returns how many it closed.
     pub(super) fn reclaim_idle(&mut self, n: usize) -> usize {
+        // An idle client's deadline is its last activity plus the idle
+        // timeout: one past this was active within the last second.
+        let quiet_until = crate::sys::later(
+            self.now,
+            self.cfg.idle_timeout.saturating_sub(RECENTLY_ACTIVE),
+        );
         let mut idle: Vec<_> = (0..self.clients.len())
             .filter(|&i| self.client_idle(i))
+            .filter(|&i| self.clients[i].exchanges <= 1 || self.clients[i].deadline <= quiet_until)
             .map(|i| {
                 let c = &self.clients[i];
                 (c.exchanges > 1, c.deadline, i)
