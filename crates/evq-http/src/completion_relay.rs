@@ -28,8 +28,10 @@
 //!    request body is under way the client's multishot is cancelled and one
 //!    paced `recv_into` at a time ([`CLIENT_BODY_READ`] bytes) takes its place
 //!    (as for origins, quirk m), and the body goes to the origin at most
-//!    [`HIGH_WATER`] at a time: with the multishot, 200 clients uploading 5 MB
-//!    each at once took 56 MB at the peak (the readiness proxy 10 MB). An
+//!    [`BODY_HIGH_WATER`] at a time: 200 clients uploading 5 MB each at once
+//!    took 57–59 MB at the peak with the multishot, 33–37 MB so (the
+//!    readiness proxy 10 MB; each paced upload still holds a recv buffer, its
+//!    input, the origin's output and the send in flight). An
 //!    origin is always paced: its response waiting unsent to the client past
 //!    [`HIGH_WATER`] means no recv is armed.
 //! d) **A pooled origin connection keeps a recv armed**: whatever it
@@ -166,8 +168,7 @@ use std::time::{Duration, Instant};
 /// less than the longest head allowed.
 pub(crate) const INPUT_PAUSE: usize = 64 * 1024;
 /// Response bytes waiting to go to a client, past which its origin's recv
-/// pauses; and request-body bytes waiting to go to the origin, past which no
-/// more are moved (quirk c).
+/// pauses (quirks c and m).
 const HIGH_WATER: usize = 64 * 1024;
 /// The longest response head taken from the origin (the readiness relay's
 /// origin buffer).
@@ -303,16 +304,26 @@ impl Sock {
         }
     }
 
-    /// A recv completion ended the multishot: whether the input ended (rather
-    /// than our cancel stopping it).
+    /// A recv ended — a multishot's last completion, or any paced one's:
+    /// whether the input ended (end of file or an error, not our cancel).
+    /// Bytes leave it open: a paced recv's, and a multishot's whose cancel
+    /// (a pause, or the switch to a paced body) met data on its way.
     fn recv_ended(&mut self, c: &Completion) {
         let cancelled = self.recv_cancelled
             && matches!(c.result(), Err(e) if e.raw_os_error() == Some(libc::ECANCELED));
         self.recv = None;
         self.recv_cancelled = false;
-        if !cancelled {
-            self.input_ended = true;
-            self.eof = matches!(c.result(), Ok(0));
+        match c.result() {
+            Ok(0) => {
+                self.input_ended = true;
+                self.eof = true;
+            }
+            Ok(_) => {}
+            Err(_) if cancelled => {}
+            Err(_) => {
+                self.input_ended = true;
+                self.eof = false;
+            }
         }
     }
 
@@ -337,32 +348,11 @@ impl Sock {
         }
     }
 
-    /// A paced recv completed: whether the input ended (end of file or an
-    /// error, not our cancel). Bytes leave the input open.
-    fn paced_recv_ended(&mut self, c: &Completion) {
-        let cancelled = self.recv_cancelled
-            && matches!(c.result(), Err(e) if e.raw_os_error() == Some(libc::ECANCELED));
-        self.recv = None;
-        self.recv_cancelled = false;
-        match c.result() {
-            Ok(0) => {
-                self.input_ended = true;
-                self.eof = true;
-            }
-            Ok(_) => {}
-            Err(_) if cancelled => {}
-            Err(_) => {
-                self.input_ended = true;
-                self.eof = false;
-            }
-        }
-    }
-
     /// The send in flight completed: its buffer goes to the spares. Whether
     /// it carried bytes.
     fn send_done(&mut self, c: &mut Completion, spare: &mut BufferPool, open: usize) -> bool {
         self.send = None;
-        if let Some(b) = c.take_buffers().and_then(|mut bufs| bufs.pop()) {
+        if let Some(b) = returned(c) {
             spare.give(b, open);
         }
         std::mem::take(&mut self.in_flight_bytes)
@@ -933,11 +923,8 @@ impl CompletionRelay {
                 // A request body, paced (quirk c).
                 let open = self.open_connections();
                 let cl = &mut self.clients[i];
-                cl.sock.paced_recv_ended(c);
-                let got = c
-                    .take_buffers()
-                    .and_then(|mut b| b.pop())
-                    .unwrap_or_default();
+                cl.sock.recv_ended(c);
+                let got = returned(c).unwrap_or_default();
                 if !cl.sock.closing && !cl.lingering && !got.is_empty() {
                     let pool = &mut self.io_pool;
                     let io = cl.io.get_or_insert_with(|| pool.pop().unwrap_or_default());
@@ -997,11 +984,8 @@ impl CompletionRelay {
         match c.kind() {
             OpKind::RecvInto => {
                 let or = &mut self.origins[o];
-                or.sock.paced_recv_ended(c);
-                let mut got = c
-                    .take_buffers()
-                    .and_then(|mut b| b.pop())
-                    .unwrap_or_default();
+                or.sock.recv_ended(c);
+                let mut got = returned(c).unwrap_or_default();
                 if !or.sock.closing && !got.is_empty() {
                     if or.input.is_empty() {
                         // The received buffer becomes the input; the old
@@ -1130,7 +1114,7 @@ impl CompletionRelay {
                     .arm_paced_recv(&mut self.ring, true, &mut buf, room, tok);
                 if buf.capacity() > 0 {
                     // Not armed (closing, or the input ended).
-                    let open = self.clients.in_use();
+                    let open = self.open_connections();
                     self.spare.give(buf, open);
                 }
             }
@@ -1375,12 +1359,11 @@ impl CompletionRelay {
         self.flush_origin(o);
     }
 
-    /// Moves buffered request-body bytes to the origin's output, up to
-    /// [`HIGH_WATER`] of them: the rest waits in the client's input, whose
-    /// recv pauses past [`INPUT_PAUSE`] (quirk c). Moving all of it at once
-    /// let a fast upload grow the origin's output by whatever the client's
-    /// multishot recv had taken (50 clients uploading 20 MB each: 30 MB
-    /// resident at the peak, where the readiness proxy used 6).
+    /// Moves buffered request-body bytes to the origin's output while it
+    /// holds under [`BODY_HIGH_WATER`] (beside the send in flight): the rest
+    /// waits in the client's input, whose recv pauses past [`INPUT_PAUSE`]
+    /// (quirk c). Moving all of it at once let a fast upload grow the
+    /// origin's output by whatever the client's recv had taken.
     fn pump_request_body(&mut self, i: usize, o: usize) {
         let Some(io) = self.clients[i].io.as_mut() else {
             return;
@@ -1905,6 +1888,11 @@ fn descriptor_limit() -> usize {
     } else {
         1024
     }
+}
+
+/// The one buffer a send or a paced recv hands back.
+fn returned(c: &mut Completion) -> Option<Vec<u8>> {
+    c.take_buffers().and_then(|mut bufs| bufs.pop())
 }
 
 /// A spare buffer, emptied, or a new one.

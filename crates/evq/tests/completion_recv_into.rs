@@ -59,7 +59,7 @@ fn recv_into_appends_what_came_and_takes_no_more_than_asked() {
 
     // End of file: 0, the buffer as it was.
     drop(client);
-    r.recv_into(server.as_raw_fd(), b"same".to_vec().tap_reserve(8), 3);
+    r.recv_into(server.as_raw_fd(), with_room(b"same", 8), 3);
     let s = until_final(&mut r, 3).pop().unwrap();
     assert_eq!(s.result, Ok(0));
     assert_eq!(buffer(&s), b"same");
@@ -91,7 +91,7 @@ fn recv_into_errors_hand_the_buffer_back_unchanged() {
     // A peer that resets.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let (server, client) = tcp_pair(&listener);
-    r.recv_into(server.as_raw_fd(), b"x".to_vec().tap_reserve(32), 3);
+    r.recv_into(server.as_raw_fd(), with_room(b"x", 32), 3);
     r.submit().unwrap();
     socket2::SockRef::from(&client)
         .set_linger(Some(Duration::ZERO))
@@ -103,7 +103,7 @@ fn recv_into_errors_hand_the_buffer_back_unchanged() {
 
     // Cancelled while waiting: ECANCELED, the buffer back, the cancel found it.
     let (ours, _peer) = UnixStream::pair().unwrap();
-    let op = r.recv_into(ours.as_raw_fd(), b"idle".to_vec().tap_reserve(32), 4);
+    let op = r.recv_into(ours.as_raw_fd(), with_room(b"idle", 32), 4);
     r.submit().unwrap();
     r.cancel(op, 5);
     let all = until_final(&mut r, 4);
@@ -154,14 +154,9 @@ fn a_stream_received_piece_by_piece_arrives_whole_and_in_order() {
     );
 }
 
-/// `reserve` that returns the vector, for building buffers inline.
-trait TapReserve {
-    fn tap_reserve(self, extra: usize) -> Self;
-}
-
-impl TapReserve for Vec<u8> {
-    fn tap_reserve(mut self, extra: usize) -> Self {
-        self.reserve(extra);
-        self
-    }
+/// A buffer holding `bytes`, with room for `room` more.
+fn with_room(bytes: &[u8], room: usize) -> Vec<u8> {
+    let mut b = Vec::with_capacity(bytes.len() + room);
+    b.extend_from_slice(bytes);
+    b
 }
