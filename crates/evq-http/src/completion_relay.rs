@@ -1058,6 +1058,20 @@ impl CompletionRelay {
             self.pump_request_body(i, o);
             self.flush_origin(o);
         }
+        let cl = &self.clients[i];
+        if cl.exchange
+            && cl.sock.input_ended
+            && cl.sock.eof
+            && cl
+                .io
+                .as_ref()
+                .is_some_and(|io| io.ex.body_cut_short(&io.input))
+        {
+            // Ended in the middle of its body: it can never finish, so the
+            // exchange ends now, not at the origin timeout.
+            self.report.bad_requests += 1;
+            self.fail_exchange(i, 400);
+        }
         let cl = &mut self.clients[i];
         if let (None, Some(io)) = (cl.sock.send, cl.io.as_mut()) {
             if !io.out.is_empty() {

@@ -153,6 +153,23 @@ impl Exchange {
         }
     }
 
+    /// The client's input ended (end of file) with `buffered` bytes of it not
+    /// yet pumped: whether the request body can no longer be completed, and
+    /// nothing of a response has reached the client. Such an exchange ends at
+    /// once with a 400 — waiting for the origin would only hold its
+    /// connection until the origin timeout, for a body that cannot come (the
+    /// origin is waiting for it too). Once a response is under way the origin
+    /// chose to answer without the rest, and the response goes on.
+    pub(crate) fn body_cut_short(&self, buffered: &[u8]) -> bool {
+        if self.req_body.is_done() || self.forwarded {
+            return false;
+        }
+        let mut rest = self.req_body;
+        // A body that breaks its framing is cut short too (pumping it would
+        // answer 400 the same way).
+        rest.advance(buffered).is_err() || !rest.is_done()
+    }
+
     /// Relays what it can of the origin's bytes in `input` (`full`: the buffer
     /// holding them has no room for more) to `out`, the client's output:
     /// interim responses the client may see, the final head rewritten, then
@@ -293,6 +310,37 @@ mod tests {
             assert_eq!(out, body, "step {step}");
             assert!(input.is_empty());
         }
+    }
+
+    /// At the client's end of file: a body the buffered bytes finish is not
+    /// cut short; one they do not finish (or that breaks its framing) is,
+    /// until a response has started.
+    #[test]
+    fn a_body_is_cut_short_only_when_the_buffered_bytes_cannot_finish_it() {
+        let started = |req: &[u8]| {
+            let (mut ex, mut sent) = (Exchange::default(), Vec::new());
+            let Begin::Started(n) = ex.begin(req, false, false, &mut sent) else {
+                panic!("not started");
+            };
+            (ex, n)
+        };
+        let (ex, _) = started(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert!(!ex.body_cut_short(b""), "no body");
+        let (mut ex, _) = started(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n");
+        assert!(ex.body_cut_short(b""));
+        assert!(ex.body_cut_short(b"abcd"));
+        assert!(!ex.body_cut_short(b"abcde"));
+        assert!(
+            !ex.body_cut_short(b"abcdeGET / HTTP/1.1"),
+            "a pipelined next"
+        );
+        ex.forwarded = true;
+        assert!(!ex.body_cut_short(b""), "the origin answered already");
+        let (ex, _) = started(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(ex.body_cut_short(b"5\r\nhello\r\n"));
+        assert!(ex.body_cut_short(b"5\r\nhello\r\n0\r\n"), "no final CRLF");
+        assert!(ex.body_cut_short(b"zz\r\n"), "broken framing");
+        assert!(!ex.body_cut_short(b"5\r\nhello\r\n0\r\n\r\n"));
     }
 
     #[test]

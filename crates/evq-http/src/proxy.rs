@@ -10,7 +10,10 @@
 //! out on it is dropped; when it closes unanswered after the request went out,
 //! the origin may have performed it, so only an idempotent request without a
 //! body (RFC 9110 §9.2.2) is resent, once, on a fresh connection — any other
-//! gets a 502.
+//! gets a 502. A client that shuts its side (FIN) after a whole request is
+//! still answered; one that shuts it in the middle of its request body gets a
+//! 400 at once (the body can never finish), and the origin connection holding
+//! half a request is closed — it is not left waiting for the origin timeout.
 
 use crate::completion_relay::{self, CompletionRelay};
 use crate::completion_server::IoModel;

@@ -705,8 +705,16 @@ impl Relay {
             }
             match evq_os::io::recv(c.fd, &mut c.inbuf[c.in_len..]) {
                 Ok(0) if c.exchange => {
-                    // Half-closed after its request: still owed the response.
                     c.eof = true;
+                    if c.ex.body_cut_short(&c.inbuf[..c.in_len]) {
+                        // Ended in the middle of its body: it can never
+                        // finish, so the exchange ends now, not at the
+                        // origin timeout.
+                        self.report.bad_requests += 1;
+                        self.fail_exchange(i, 400);
+                        continue;
+                    }
+                    // Half-closed after its request: still owed the response.
                     c.close_after = true;
                     break;
                 }

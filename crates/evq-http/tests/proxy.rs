@@ -1105,3 +1105,107 @@ fn large_uploads(io: IoModel) {
     assert_eq!(report.relayed, 2, "{report}");
     assert_eq!(report.bad_requests, 0, "{report}");
 }
+
+on_both_models!(
+    body_cut_short: a_body_cut_short_by_its_client_ends_the_exchange_at_once,
+    a_body_cut_short_by_its_client_ends_the_exchange_at_once_on_completions
+);
+
+/// A client that shuts its side (FIN) in the middle of its request body
+/// can never finish it: it gets a 400 and its connection closes at once,
+/// and the origin's connection, holding half a request, is closed too —
+/// not at the origin timeout (10 s here). A body that was whole when the
+/// client shut its side is answered as usual.
+fn body_cut_short(io: IoModel) {
+    // An origin that reads each connection to its end and says how many
+    // bytes it got; it never answers.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = l.local_addr().unwrap();
+    let (tx, ended) = std::sync::mpsc::channel::<usize>();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let (Ok(mut s), tx) = (s, tx.clone()) else {
+                return;
+            };
+            std::thread::spawn(move || {
+                let (mut total, mut tmp) = (0, [0u8; 65536]);
+                while let Ok(n @ 1..) = s.read(&mut tmp) {
+                    total += n;
+                }
+                let _ = tx.send(total);
+            });
+        }
+    });
+    let cfg = |origin| ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        origin,
+        origin_timeout: Duration::from_secs(10),
+        ..ProxyConfig::default()
+    };
+    let Some(proxy) = start_proxy(io, cfg(silent)) else {
+        return;
+    };
+    let big = format!(
+        "POST /echo HTTP/1.1\r\nHost: o\r\nContent-Length: {}\r\n\r\n{}",
+        1 << 20,
+        "b".repeat(256 << 10)
+    );
+    let cases = [
+        (
+            "content-length",
+            "POST /echo HTTP/1.1\r\nHost: o\r\nContent-Length: 100\r\n\r\nabc".to_string(),
+        ),
+        (
+            "in a chunk",
+            "POST /echo HTTP/1.1\r\nHost: o\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel"
+                .to_string(),
+        ),
+        (
+            "before the last chunk",
+            "POST /echo HTTP/1.1\r\nHost: o\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+                .to_string(),
+        ),
+        ("a quarter of 1 MiB", big),
+    ];
+    for (what, req) in &cases {
+        let start = std::time::Instant::now();
+        let mut c = Client::connect(proxy.addr());
+        c.send(req.as_bytes());
+        c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let r = c
+            .response(false)
+            .unwrap_or_else(|| panic!("{what}: no answer"));
+        assert_eq!(r.status, 400, "{what}");
+        assert!(c.closed(), "{what}: still open");
+        let got = ended
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{what}: the origin's connection was kept"));
+        assert!(got > 0, "{what}: the request never reached the origin");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{what}: took {:?}",
+            start.elapsed()
+        );
+    }
+    let report = proxy.stop();
+    assert_eq!(report.bad_requests, cases.len() as u64, "{report}");
+    assert_eq!(report.gateway_timeout, 0, "{report}");
+    // A whole body, then the shutdown: still answered.
+    let Some(proxy) = start_proxy(io, cfg(scripted_origin())) else {
+        return;
+    };
+    for req in [
+        "POST /echo HTTP/1.1\r\nHost: o\r\nContent-Length: 5\r\n\r\nhello",
+        "POST /echo HTTP/1.1\r\nHost: o\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    ] {
+        let mut c = Client::connect(proxy.addr());
+        c.send(req.as_bytes());
+        c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let r = c.response(false).expect("answered");
+        assert_eq!(r.status, 200, "{req:?}");
+        assert!(c.closed());
+    }
+    let report = proxy.stop();
+    assert_eq!(report.relayed, 2, "{report}");
+    assert_eq!(report.bad_requests, 0, "{report}");
+}
