@@ -25,6 +25,31 @@ fn at(r: &Sweep<Plan, Point>, backend: &str, cold: usize) -> Option<f64> {
         .map(|p| p.replies_per_s)
 }
 
+/// The ratio of round pairs (the same round at `hi` and at `lo` cold) of
+/// `backend`, smallest and largest: how far one round alone could have
+/// swung the verdict. Empty for records without rounds.
+fn round_pairs(r: &Sweep<Plan, Point>, backend: &str, lo: usize, hi: usize) -> String {
+    let rounds = |cold| {
+        r.points
+            .iter()
+            .find(|p| p.backend == backend && p.cold == cold)
+            .map(|p| p.rounds.clone())
+            .unwrap_or_default()
+    };
+    let ratios: Vec<f64> = rounds(hi)
+        .iter()
+        .zip(rounds(lo))
+        .map(|(h, l)| h / l)
+        .collect();
+    match crate::stats::spread(ratios) {
+        Some(s) if s.n > 1 => format!(
+            " (medians of {} rounds; round pairs {:.2}–{:.2})",
+            s.n, s.min, s.max
+        ),
+        _ => String::new(),
+    }
+}
+
 /// Judges the sweep.
 pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
     let (lo, hi) = (r.plan.colds[0], *r.plan.colds.last().unwrap_or(&0));
@@ -68,8 +93,9 @@ pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
             ClaimCheck::judged(
                 FLAT,
                 format!(
-                    "epoll proxy: replies/s at {hi} cold / at {lo} = {:.2}",
-                    flat.unwrap_or(f64::NAN)
+                    "epoll proxy: replies/s at {hi} cold / at {lo} = {:.2}{}",
+                    flat.unwrap_or(f64::NAN),
+                    round_pairs(r, "epoll", lo, hi)
                 ),
                 flat.map(|f| f >= 0.9),
                 "holds if at least 90% of the throughput is kept",
@@ -86,22 +112,29 @@ pub(super) fn judge(r: &Sweep<Plan, Point>) -> Judged {
             ClaimCheck::judged(
                 COMPLETION_FLAT,
                 format!(
-                    "completion proxy: replies/s at {hi} cold / at {lo} = {:.2}",
-                    completion_flat.unwrap_or(f64::NAN)
+                    "completion proxy: replies/s at {hi} cold / at {lo} = {:.2}{}",
+                    completion_flat.unwrap_or(f64::NAN),
+                    round_pairs(r, c, lo, hi)
                 ),
                 completion_flat.map(|f| f >= 0.98),
-                "holds if at least 98% of the throughput is kept (a quick run's short points swing more than 2%: read its ratio with the noise in mind)",
+                "holds if at least 98% of the throughput is kept, comparing medians of interleaved rounds (the round pairs show how far one round swings)",
             ),
         ],
-        notes: vec![format!(
-            "Origin: `evq serve` (epoll, 1 thread, 1 KiB reply); proxy: `evq proxy` with a keep-alive origin pool, one thread, the backend under test (`completion`: `evq proxy --io completion`, io_uring completions); hot load: closed loop, 32 connections, {:.1} s; cold: `evq dead` from 127.0.0.2. The seed's hot clients were WAN-like S-Clients; here the load is on loopback (WAN emulation with `evq wan` is not wired into this scenario).",
-            r.plan.load_s
-        )],
+        notes: vec![
+            format!(
+                "Origin: `evq serve` (epoll, 1 thread, 1 KiB reply); proxy: `evq proxy` with a keep-alive origin pool, one thread, the backend under test (`completion`: `evq proxy --io completion`, io_uring completions); hot load: closed loop, 32 connections, {:.1} s after an untimed {:.1} s; cold: `evq dead` from 127.0.0.2. Each point is the median of {} interleaved round(s): every backend at every cold count once a round (a backend's cold counts back to back, reversed every other round; the backends' order rotated), a fresh proxy each time. The seed's hot clients were WAN-like S-Clients; here the load is on loopback (WAN emulation with `evq wan` is not wired into this scenario).",
+                r.plan.load_s, r.plan.warmup_s, r.plan.repeats
+            ),
+            r.plan.placement.clone(),
+        ]
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .collect(),
         commands: vec![
             "evq serve --backend epoll --listen 127.0.0.1:O; evq proxy --backend B --origin 127.0.0.1:O --listen 127.0.0.1:P (or --io completion)".into(),
             format!(
-                "evq dead --port P --connections N --source 127.0.0.2 (N in {:?}); evq load --port P --connections 32 --duration {}",
-                r.plan.colds, r.plan.load_s
+                "evq dead --port P --connections N --source 127.0.0.2 (N in {:?}); evq load --port P --connections 32 --duration {} ({} rounds)",
+                r.plan.colds, r.plan.load_s, r.plan.repeats
             ),
         ],
         figures: vec![figure],

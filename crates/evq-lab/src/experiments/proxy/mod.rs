@@ -15,13 +15,29 @@ pub struct Proxy;
 /// (io_uring completions, issue 17), beside the readiness backends.
 pub const COMPLETION: &str = "completion";
 
+fn one() -> usize {
+    1
+}
+
 /// Sizes of the sweep.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
     /// Cold connections at the proxy, ascending.
     pub colds: Vec<usize>,
-    /// Closed-loop load per point, seconds.
+    /// Closed-loop load per round, seconds.
     pub load_s: f64,
+    /// Untimed load before each round, seconds (the origin pool filled, the
+    /// proxy's buffers grown; 0 in records from before it existed).
+    #[serde(default)]
+    pub warmup_s: f64,
+    /// Rounds per point, interleaved: every backend at every cold count once
+    /// a round, the backends' order rotated each round (1 in older records).
+    #[serde(default = "one")]
+    pub repeats: usize,
+    /// Where the proxy, the origin and the load ran (set when measured; empty
+    /// in older records).
+    #[serde(default)]
+    pub placement: String,
     /// The proxy's backends, by name, and [`COMPLETION`] for the proxy on
     /// io_uring completions.
     pub backends: Vec<String>,
@@ -34,8 +50,12 @@ pub struct Point {
     pub backend: String,
     /// Cold connections held at the proxy.
     pub cold: usize,
-    /// The load client's reply rate.
+    /// The load client's reply rate: the median of [`Point::rounds`].
     pub replies_per_s: f64,
+    /// The reply rate of each round, in the order measured (empty in records
+    /// from before rounds).
+    #[serde(default)]
+    pub rounds: Vec<f64>,
     /// Its p99 latency, ms.
     pub p99_ms: f64,
     /// Its errors.
@@ -53,14 +73,17 @@ impl Experiment for Proxy {
     type Records = Sweep<Plan, Point>;
 
     fn plan(&self, size: RunSize) -> Plan {
-        let (colds, load_s) = size.pick(
-            (vec![0, 50], 0.5),
-            (vec![0, 2000], 1.0),
-            (vec![0, 500, 1000, 2000, 4000], 4.0),
+        let (colds, load_s, warmup_s, repeats) = size.pick(
+            (vec![0, 50], 0.5, 0.1, 1),
+            (vec![0, 2000], 1.0, 0.3, 3),
+            (vec![0, 500, 1000, 2000, 4000], 3.0, 0.5, 3),
         );
         Plan {
             colds,
             load_s,
+            warmup_s,
+            repeats,
+            placement: String::new(),
             backends: [
                 evq::BackendKind::SelectClassic,
                 evq::BackendKind::SelectImproved,

@@ -59,6 +59,7 @@ fn with_completion(lo_rate: f64, hi_rate: f64) -> Sweep<Plan, Point> {
             backend: crate::experiments::proxy::COMPLETION.into(),
             cold,
             replies_per_s: rate,
+            rounds: Vec::new(),
             p99_ms: 1.0,
             errors: 0,
             relayed: 1,
@@ -99,4 +100,33 @@ fn the_completion_proxy_keeps_98_percent_under_cold_connections() {
     r.points
         .retain(|p| !(p.backend == crate::experiments::proxy::COMPLETION && p.cold == lo));
     assert_eq!(judged(&r, COMPLETION_FLAT), NotMeasured);
+}
+
+/// The rounds of a point are paired with the other end's by index: the
+/// detail shows their smallest and largest ratio, and nothing for records
+/// from before rounds (or with one round).
+#[test]
+fn round_pairs_show_how_far_one_round_swings() {
+    let mut r = with_completion(1000.0, 990.0);
+    let completion = crate::experiments::proxy::COMPLETION;
+    let measured = |r: &Sweep<Plan, Point>| {
+        crate::experiment::testing::check(&Proxy.judge(r), COMPLETION_FLAT)
+            .measured
+            .clone()
+    };
+    assert!(!measured(&r).contains("round pairs"), "{}", measured(&r));
+    let (lo, hi) = (r.plan.colds[0], *r.plan.colds.last().unwrap());
+    the(&mut r.points, "lo", |p| {
+        p.backend == completion && p.cold == lo
+    })
+    .rounds = vec![1000.0, 1100.0, 900.0];
+    the(&mut r.points, "hi", |p| {
+        p.backend == completion && p.cold == hi
+    })
+    .rounds = vec![990.0, 1210.0, 855.0];
+    let m = measured(&r);
+    assert!(
+        m.ends_with("(medians of 3 rounds; round pairs 0.95–1.10)"),
+        "{m}"
+    );
 }
