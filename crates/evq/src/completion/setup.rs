@@ -123,6 +123,9 @@ pub struct RingSetup {
     pub single_issuer: bool,
     /// `IORING_SETUP_DEFER_TASKRUN` is on.
     pub defer_taskrun: bool,
+    /// The kernel gathers batches for a wait (`IORING_FEAT_MIN_TIMEOUT`,
+    /// Linux 6.12): [`Gather`](super::Gather) takes effect.
+    pub gathers: bool,
 }
 
 /// Builds the ring, dropping optional flags the kernel refuses, most demanding first.
@@ -158,6 +161,7 @@ pub(super) fn build(o: &CompletionOptions) -> io::Result<(IoUring, RingSetup)> {
                 let setup = RingSetup {
                     single_issuer: single,
                     defer_taskrun: defer,
+                    gathers: p.is_feature_min_timeout(),
                 };
                 return Ok((ring, setup));
             }
