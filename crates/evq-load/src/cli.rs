@@ -93,6 +93,13 @@ pub struct LoadArgs {
     /// io_uring completions (the kernel sends and receives; Linux 6.0).
     #[arg(long, value_enum, default_value_t = IoModel::Readiness)]
     pub io: IoModel,
+    /// With `--io completion`: how long, in microseconds, a wait may hold a
+    /// reply back to gather others with it, when at least 8 are awaited
+    /// (0 = every reply at once; needs Linux 6.12, ignored before). A reply
+    /// is timed when its batch returns, so this bounds what gathering adds
+    /// to a latency.
+    #[arg(long = "gather-us", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub gather_us: u32,
     /// Hard wall-clock cap in seconds (default: expected length plus a margin).
     #[arg(long = "max-time")]
     pub max_time: Option<f64>,
@@ -160,6 +167,7 @@ impl LoadArgs {
         cfg.source = self.source;
         cfg.threads = self.threads;
         cfg.io = self.io;
+        cfg.gather = Duration::from_micros(u64::from(self.gather_us));
         cfg.max_time = self.max_time.map(|t| secs("--max-time", t)).transpose()?;
         cfg.progress = !self.no_progress && !self.json;
         cfg.seed = self.seed;
@@ -480,6 +488,18 @@ mod tests {
         assert_eq!((cfg.io, cfg.threads), (IoModel::Completion, 2));
         assert!(load("--io completion --rate 10 --duration 5").is_err());
         assert!(load("--io epoll").is_err());
+        assert_eq!(
+            load("--io completion --connections 2 --gather-us 0")
+                .expect("parses")
+                .gather,
+            Duration::ZERO
+        );
+        assert_eq!(
+            load("--connections 2").expect("parses").gather,
+            Duration::from_micros(50)
+        );
+        assert!(load("--connections 2 --gather-us 10001").is_err());
+        assert!(load("--connections 2 --gather-us -1").is_err());
         assert!(load("--rate 0").is_err());
         assert!(load("--rate nan").is_err());
         assert!(load("--timeout -1").is_err());

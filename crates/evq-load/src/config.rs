@@ -107,6 +107,11 @@ pub struct LoadConfig {
     pub threads: usize,
     /// Readiness events or io_uring completions.
     pub io: IoModel,
+    /// With io_uring completions: how long a wait may hold a reply back to
+    /// gather others with it, when at least 8 are awaited (`--gather-us`;
+    /// zero: never; `completion.rs`'s quirk i).
+    #[serde(serialize_with = "secs_f64")]
+    pub gather: Duration,
     /// Hard wall-clock cap on the run; whatever is still in progress then is counted
     /// as `cutoff`. `None` picks the expected length plus a margin.
     #[serde(serialize_with = "opt_secs")]
@@ -141,6 +146,7 @@ impl LoadConfig {
             source: None,
             threads: 1,
             io: IoModel::Readiness,
+            gather: Duration::from_micros(50),
             max_time: None,
             progress: false,
             seed: 1,
