@@ -44,6 +44,20 @@ fn write_later(clients: Vec<TcpStream>, delay: Duration, spacing: Duration) {
     });
 }
 
+/// One gathered wait into `out`: how many completions, and how long it took.
+fn timed_wait(
+    r: &mut evq::completion::CompletionRing,
+    out: &mut Completions,
+    timeout: Duration,
+    gather: Gather,
+) -> (usize, Duration) {
+    let start = Instant::now();
+    let n = r
+        .get_next_completion_gathered(out, Some(timeout), gather)
+        .unwrap();
+    (n, start.elapsed())
+}
+
 #[test]
 fn a_gathered_wait_returns_with_its_batch() {
     let Some(mut r) = ring(CompletionOptions::new()) else {
@@ -57,15 +71,12 @@ fn a_gathered_wait_returns_with_its_batch() {
         Duration::from_millis(100),
     );
     let mut out = Completions::with_capacity(16);
-    let start = Instant::now();
-    let n = r
-        .get_next_completion_gathered(
-            &mut out,
-            Some(Duration::from_secs(20)),
-            Gather::new(3, Duration::from_secs(10)),
-        )
-        .unwrap();
-    let took = start.elapsed();
+    let (n, took) = timed_wait(
+        &mut r,
+        &mut out,
+        Duration::from_secs(20),
+        Gather::new(3, Duration::from_secs(10)),
+    );
     if r.setup().gathers {
         // The third byte goes ~220 ms in: the wait slept through the first two.
         let seen: Vec<_> = out.iter_mut().map(|c| seen(&r, c)).collect();
@@ -98,15 +109,12 @@ fn a_gathered_wait_gives_up_the_batch_after_within() {
         Duration::ZERO,
     );
     let mut out = Completions::with_capacity(16);
-    let start = Instant::now();
-    let n = r
-        .get_next_completion_gathered(
-            &mut out,
-            Some(Duration::from_secs(20)),
-            Gather::new(8, Duration::from_millis(400)),
-        )
-        .unwrap();
-    let took = start.elapsed();
+    let (n, took) = timed_wait(
+        &mut r,
+        &mut out,
+        Duration::from_secs(20),
+        Gather::new(8, Duration::from_millis(400)),
+    );
     assert_eq!(n, 1, "after {took:?}");
     assert!(
         took < Duration::from_secs(8),
@@ -129,15 +137,12 @@ fn a_gathered_wait_never_outlasts_its_timeout() {
     let pairs = three_receivers(&mut r);
     let mut out = Completions::with_capacity(16);
     // Nothing comes: the timeout (300 ms) ends it, not `within` (60 s).
-    let start = Instant::now();
-    let n = r
-        .get_next_completion_gathered(
-            &mut out,
-            Some(Duration::from_millis(300)),
-            Gather::new(8, Duration::from_secs(60)),
-        )
-        .unwrap();
-    let took = start.elapsed();
+    let (n, took) = timed_wait(
+        &mut r,
+        &mut out,
+        Duration::from_millis(300),
+        Gather::new(8, Duration::from_secs(60)),
+    );
     assert_eq!(n, 0);
     assert!(took >= Duration::from_millis(250), "{took:?}");
     assert!(took < Duration::from_secs(10), "{took:?}");
