@@ -238,6 +238,39 @@ fn evq_serve_drops_at_most_2_percent_under_cold_connections() {
     );
 }
 
+/// The drop is the median of each repeat's own ratio: a repeat measures a
+/// server's cold counts back to back, and a repeat that found the machine
+/// faster or slower for both its points does not move the verdict the way
+/// it moves a ratio of medians.
+#[test]
+fn the_drop_is_judged_repeat_by_repeat() {
+    let mut r = records();
+    let hi = *measured(&mut r.peers).plan.colds.last().unwrap();
+    let set = |r: &mut Records, cold: usize, rates: [f64; 2]| {
+        let mut points = peer_points(r, "evq", cold);
+        points.sort_by_key(|p| p.repeat);
+        assert_eq!(points.len(), 2, "the recorded run has two repeats");
+        for (p, rate) in points.into_iter().zip(rates) {
+            p.replies_per_s = rate;
+        }
+    };
+    // Pairs 1.000 and 0.965, median 0.9825: 1.75% lost. The medians of the
+    // points alone, 1200 and 1175.5, would say 2.04%.
+    set(&mut r, 0, [1000.0, 1400.0]);
+    set(&mut r, hi, [1000.0, 1351.0]);
+    assert_eq!(judged(&r, peers_judge::DROP), Holds);
+    let check = crate::experiment::testing::check(&ColdConnections.judge(&r), peers_judge::DROP)
+        .measured
+        .clone();
+    assert!(
+        check.contains("evq -1.8% (median of 2 repeat pairs, -3.5% to +0.0%)"),
+        "{check}"
+    );
+    // Both pairs 3% down: lost.
+    set(&mut r, hi, [970.0, 1358.0]);
+    assert_eq!(judged(&r, peers_judge::DROP), Differs);
+}
+
 #[test]
 fn evq_serve_spends_at_most_256_bytes_per_idle_connection() {
     let mut r = records();

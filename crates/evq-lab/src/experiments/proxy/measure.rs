@@ -1,18 +1,21 @@
 //! The proxy on each backend at each cold count, in front of one origin.
 //!
 //! Three threads do the work here — the proxy's, the origin's and the load's —
-//! and on a 2-CPU machine the scheduler decides from moment to moment which two
-//! share a core: unplaced, one-second points of the same proxy ran from 38,000
+//! and on a 2-CPU machine the scheduler decided from moment to moment which two
+//! shared a core: unplaced, one-second points of the same proxy ran from 38,000
 //! to 60,000 replies/s, and the "flat under cold connections" ratios came out
-//! 0.92, 1.21, 1.42 in three runs. So the proxy runs alone on the server CPU,
-//! the origin and the load on the client CPU (`placement.rs`), each round
-//! starts with an untimed warm-up, and every point is measured `repeats` times
-//! in interleaved rounds (every backend at every cold count once a round: a
+//! 0.92, 1.21, 1.42 in three runs. So the proxy and its origin run on the
+//! server CPU and the load on the client CPU (`placement.rs`): the proxy is
+//! then most of the work on the CPU that sets the rate (the origin's share is
+//! the same for every backend), as a server is beside its client elsewhere in
+//! the lab. (The proxy alone on one CPU, with the origin beside the load, left
+//! the other CPU the limit: every backend read ~63,000 replies/s at no cold
+//! connections, and nothing about the proxy could show.) Each round starts
+//! with an untimed warm-up, and every point is measured `repeats` times in
+//! interleaved rounds (every backend at every cold count once a round: a
 //! backend's cold counts back to back, in reverse order every other round;
-//! the backends' order rotated), its figure the median. Placed and repeated so
-//! (`scripts/cold-ab.sh`, six rounds), the completion proxy's ratio at 2,000
-//! cold read 1.01, with round pairs from 0.84 to 1.08: one round alone
-//! cannot judge a 2% claim.
+//! the backends' order rotated), its figure the median; the cold-flatness
+//! verdicts read the median of the round pairs' own ratios.
 
 use super::{Plan, Point, COMPLETION};
 use crate::experiment::Ctx;
@@ -29,15 +32,15 @@ pub(super) fn run(mut plan: Plan, ctx: &Ctx) -> io::Result<Sweep<Plan, Point>> {
     crate::resources::raise_nofile()?;
     plan.placement = match placement() {
         Some(p) => format!(
-            "The proxy pinned to CPU {}, the origin and the load client to CPU {} (sched_setaffinity; cold-connection holders unpinned).",
+            "The proxy and the origin pinned to CPU {}, the load client to CPU {} (sched_setaffinity; cold-connection holders unpinned).",
             p.server, p.client
         ),
         None => crate::placement::describe(),
     };
     let origin = {
-        // The origin's thread inherits this pin: it shares the client CPU
-        // with the load, and the proxy has the other to itself.
-        let _pin = ThreadPin::to(placement().map(|p| p.client));
+        // The origin's thread inherits this pin: it shares the server CPU
+        // with the proxy, the same share for every backend.
+        let _pin = ThreadPin::to(placement().map(|p| p.server));
         ServerHandle::start(&crate::rig::in_process::one_thread(
             BackendKind::Epoll,
             1024,

@@ -126,7 +126,14 @@ fn round_pairs_show_how_far_one_round_swings() {
     .rounds = vec![990.0, 1210.0, 855.0];
     let m = measured(&r);
     assert!(
-        m.ends_with("(medians of 3 rounds; round pairs 0.95–1.10)"),
+        m.ends_with("= 0.99 (median of 3 round pairs, 0.95–1.10)"),
         "{m}"
     );
+    // The verdict is the pairs' median, not the ratio of the points' own
+    // medians (here 990 / 1000).
+    the(&mut r.points, "hi", |p| {
+        p.backend == completion && p.cold == hi
+    })
+    .replies_per_s = 950.0;
+    assert_eq!(judged(&r, COMPLETION_FLAT), Holds);
 }
