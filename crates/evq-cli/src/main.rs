@@ -59,6 +59,25 @@ enum Command {
     /// Re-run the source papers' experiments on this kernel and write a report
     /// (lab-report/index.html, PNG plots, results.json).
     Lab(lab_args::LabArgs),
+    /// The lab's bench.c chain for one contender in this process, printing
+    /// the JSON line the C peers print (the lab runs it as a child, as it
+    /// runs them).
+    #[command(hide = true)]
+    BenchChain(BenchChainArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchChainArgs {
+    /// `evq-<backend>`, `mio` or `polling`.
+    contender: String,
+    /// Socketpairs.
+    n: usize,
+    /// Active pipes.
+    a: usize,
+    /// Chained writes per run.
+    w: usize,
+    /// Runs (the first is the warm-up the lab drops).
+    reps: usize,
 }
 
 fn main() -> ExitCode {
@@ -88,6 +107,10 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Lab(args) => lab_args::run(&args),
+        Command::BenchChain(b) => {
+            evq_lab::experiments::bench_c::chain_json(&b.contender, b.n, b.a, b.w, b.reps)
+                .map(|line| println!("{line}"))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,7 +4,7 @@
 
 use evq::BackendKind;
 use evq_lab::bench_rust_peers::{RustPeer, MIO_VERSION, POLLING_VERSION};
-use evq_lab::experiments::bench_c::{build_peer, run_evq, run_peer, PEERS};
+use evq_lab::experiments::bench_c::{build_peer, chain_json, run_evq, run_peer, PEERS};
 
 #[test]
 fn every_contender_completes_the_chain() {
@@ -59,4 +59,32 @@ fn rust_peer_versions_come_from_the_lock() {
         POLLING_VERSION.starts_with("3."),
         "polling {POLLING_VERSION}"
     );
+}
+
+/// `evq bench-chain`'s line (`chain_json`): what a C peer prints — the
+/// backend, every run's time and the reads — for evq on a backend and for
+/// each Rust peer; an unknown contender or bad sizes are a clear error.
+#[test]
+fn the_chain_as_a_child_prints_what_a_c_peer_prints() {
+    let (n, a, w, reps) = (10, 2, 10, 3);
+    for contender in ["evq-epoll", "evq-poll", "mio", "polling"] {
+        let line = chain_json(contender, n, a, w, reps).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let expected = if contender == "evq-poll" {
+            "poll"
+        } else {
+            "epoll"
+        };
+        assert_eq!(v["backend"], expected, "{line}");
+        assert_eq!(v["reads"], (reps * (w + a)) as u64, "{line}");
+        assert_eq!(
+            v["us_per_run"].as_array().map(Vec::len),
+            Some(reps),
+            "{line}"
+        );
+    }
+    let e = chain_json("libev", n, a, w, reps).unwrap_err();
+    assert!(e.to_string().contains("unknown contender"), "{e}");
+    assert!(chain_json("evq-nonsense", n, a, w, reps).is_err());
+    assert!(chain_json("evq-epoll", 10, 20, w, reps).is_err(), "a > n");
 }

@@ -27,15 +27,21 @@ pub(super) fn judge(r: &Records) -> Judged {
     let mut notes = r.skipped.clone();
     notes.push(format!("Every contender registers once outside the timed part; contenders take turns in {rounds} rounds of {per_round} timed runs each (plus one dropped warm-up per round), so a slow phase of the shared machine falls on all of them; median of the {} runs, min–max in results.json. Peers: C programs in crates/evq-lab/peers built with cc -O2 against Debian's libev, libevent and libuv; each prints the backend it chose.", rounds * per_round));
     notes.push(format!(
-        "Rust peers, built into the lab (versions as Cargo.lock resolved them): mio {} and polling {}, both on epoll. evq, mio and polling take 1,024 events per wait (libuv's fixed batch; libev and libevent grow theirs to the ready set), and each runs in the lab's process on a thread with a descriptor table of its own, as each C peer has in its single-threaded process (a shared table costs an atomic reference-count pair on every recv, send and epoll_wait). mio is edge-triggered, so each event drains its pipe to EAGAIN (one more recv per event than the C peers, and several bytes per event where chains meet); polling is oneshot, so each event is re-armed with modify (one epoll_ctl per event), and its wait also resets its timer and notifier descriptors.",
-        r.mio, r.polling
+        "Rust peers, built into the lab (versions as Cargo.lock resolved them): mio {} and polling {}, both on epoll. evq, mio and polling take 1,024 events per wait (libuv's fixed batch; libev and libevent grow theirs to the ready set), and {}. mio is edge-triggered, so each event drains its pipe to EAGAIN (one more recv per event than the C peers, and several bytes per event where chains meet); polling is oneshot, so each event is re-armed with modify (one epoll_ctl per event), and its wait also resets its timer and notifier descriptors.",
+        r.mio,
+        r.polling,
+        if r.as_children {
+            "each runs as `evq bench-chain CONTENDER N A W REPS`, a fresh single-threaded process of its own, as each C peer runs"
+        } else {
+            "each runs in the lab's process on a thread with a descriptor table of its own, as each C peer has in its single-threaded process (a shared table costs an atomic reference-count pair on every recv, send and epoll_wait)"
+        }
     ));
     Judged {
         checks: vec![flat(r), vs_c(r, &c_peers), vs_rust(r)],
         notes,
         commands: vec![format!(
-            "evq lab --only bench-c   (peers: crates/evq-lab/peers/bench_*.c N A {} REPS; mio {} and polling {} in-process: evq_lab::bench_rust_peers)",
-            r.plan.w, r.mio, r.polling
+            "evq lab --only bench-c   (peers: crates/evq-lab/peers/bench_*.c N A {} REPS; evq, mio {} and polling {}: evq bench-chain evq-BACKEND|mio|polling N A {} REPS)",
+            r.plan.w, r.mio, r.polling, r.plan.w
         )],
         figures: figures(r),
     }

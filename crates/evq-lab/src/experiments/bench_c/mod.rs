@@ -10,7 +10,7 @@
 mod judge;
 mod measure;
 
-pub use measure::{build_peer, run_evq, run_peer, PEERS};
+pub use measure::{build_peer, chain_json, run_evq, run_evq_child, run_peer, PEERS};
 
 use crate::experiment::{Ctx, Experiment, Judged, RunSize};
 use serde::{Deserialize, Serialize};
@@ -75,6 +75,11 @@ pub struct Records {
     pub mio: String,
     /// polling's version as built in.
     pub polling: String,
+    /// evq, mio and polling ran as `evq bench-chain` children, each in a
+    /// process of its own as the C peers; false: in the lab's process (and
+    /// in records from before the children).
+    #[serde(default)]
+    pub as_children: bool,
 }
 
 impl Experiment for BenchC {
