@@ -2,6 +2,7 @@
 //! the servers, load generators and the lab.
 
 mod backends_cmd;
+mod bench_chain_cmd;
 mod faults_cmd;
 mod lab_args;
 mod pipebench_args;
@@ -63,21 +64,7 @@ enum Command {
     /// the JSON line the C peers print (the lab runs it as a child, as it
     /// runs them).
     #[command(hide = true)]
-    BenchChain(BenchChainArgs),
-}
-
-#[derive(clap::Args)]
-struct BenchChainArgs {
-    /// `evq-<backend>`, `mio` or `polling`.
-    contender: String,
-    /// Socketpairs.
-    n: usize,
-    /// Active pipes.
-    a: usize,
-    /// Chained writes per run.
-    w: usize,
-    /// Runs (the first is the warm-up the lab drops).
-    reps: usize,
+    BenchChain(bench_chain_cmd::BenchChainArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,10 +94,7 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Lab(args) => lab_args::run(&args),
-        Command::BenchChain(b) => {
-            evq_lab::experiments::bench_c::chain_json(&b.contender, b.n, b.a, b.w, b.reps)
-                .map(|line| println!("{line}"))
-        }
+        Command::BenchChain(args) => bench_chain_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

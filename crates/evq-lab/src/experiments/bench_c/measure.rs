@@ -193,48 +193,48 @@ fn run_child(
     ))
 }
 
-/// One of the programs the chain runs on. evq and the Rust peers run as
-/// `evq bench-chain` children where the `evq` program is at hand — fresh
-/// single-threaded processes, as each C peer is — and in the lab's process
-/// (on a private descriptor table) where it is not: in the lab's process
-/// evq-epoll read 268 µs a run at n=100, a=1 where the same chain as its own
-/// process read 239 µs, while the C peers read the same in both rigs.
+/// One of the programs the chain runs on.
 enum Contender {
-    Evq(BackendKind, Option<PathBuf>),
+    Evq(BackendKind),
     C(String, PathBuf),
-    Rust(RustPeer, Option<PathBuf>),
+    Rust(RustPeer),
 }
 
 impl Contender {
     fn name(&self) -> String {
         match self {
-            Contender::Evq(k, _) => format!("evq-{}", k.name()),
+            Contender::Evq(k) => format!("evq-{}", k.name()),
             Contender::C(name, _) => name.clone(),
-            Contender::Rust(p, _) => p.name().into(),
+            Contender::Rust(p) => p.name().into(),
         }
     }
 
-    /// (backend, µs per repetition, reads).
+    /// (backend, µs per repetition, reads). evq and the Rust peers run as
+    /// `evq bench-chain` children of `evq` where it is given — fresh
+    /// single-threaded processes, as each C peer is — and in the lab's
+    /// process (on a private descriptor table) where it is not: in the lab's
+    /// process evq-epoll read 268 µs a run at n=100, a=1 where the same chain
+    /// as its own process read 239 µs, while the C peers read the same in
+    /// both rigs.
     fn run(
         &self,
+        evq: Option<&Path>,
         n: usize,
         a: usize,
         w: usize,
         reps: usize,
     ) -> io::Result<(String, Vec<f64>, u64)> {
-        match self {
-            Contender::Evq(_, Some(evq)) | Contender::Rust(_, Some(evq)) => {
-                run_evq_child(evq, &self.name(), n, a, w, reps)
-            }
+        match (self, evq) {
+            (Contender::C(_, bin), _) => run_peer(bin, n, a, w, reps),
+            (_, Some(evq)) => run_evq_child(evq, &self.name(), n, a, w, reps),
             // In the lab's process, but on a descriptor table of its own, as each C
             // peer has in its process (`on_private_fd_table` says what that costs
             // otherwise).
-            Contender::Evq(k, None) => {
+            (Contender::Evq(k), None) => {
                 let (t, reads) = on_private_fd_table(|| run_evq(*k, n, a, w, reps))?;
                 Ok((k.name().into(), t, reads))
             }
-            Contender::C(_, bin) => run_peer(bin, n, a, w, reps),
-            Contender::Rust(p, None) => {
+            (Contender::Rust(p), None) => {
                 let (t, reads) = on_private_fd_table(|| p.run(n, a, w, reps))?;
                 Ok((p.backend().into(), t, reads))
             }
@@ -257,25 +257,21 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let evq = ctx.tools.evq().ok().map(Path::to_path_buf);
     let mut contenders: Vec<Contender> = BackendKind::candidates()
         .into_iter()
-        .map(|k| Contender::Evq(k, evq.clone()))
+        .map(Contender::Evq)
         .collect();
     contenders.extend(
         c_peers
             .iter()
             .map(|(name, bin)| Contender::C(name.clone(), bin.clone())),
     );
-    contenders.extend(
-        RustPeer::ALL
-            .iter()
-            .map(|&p| Contender::Rust(p, evq.clone())),
-    );
+    contenders.extend(RustPeer::ALL.iter().map(|&p| Contender::Rust(p)));
     let pairs = |n: &usize| plan.actives.iter().filter(|&&a| a <= *n).count();
     ctx.expect(plan.ns.iter().map(pairs).sum());
     let mut points = Vec::new();
     for &n in &plan.ns {
         for &a in plan.actives.iter().filter(|&&a| a <= n) {
             ctx.step(&format!("n={n} a={a} w={}", plan.w));
-            points.extend(one_point(&plan, &contenders, n, a)?);
+            points.extend(one_point(&plan, &contenders, evq.as_deref(), n, a)?);
         }
     }
     Ok(Records {
@@ -295,6 +291,7 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
 fn one_point(
     plan: &Plan,
     contenders: &[Contender],
+    evq: Option<&Path>,
     n: usize,
     a: usize,
 ) -> io::Result<Vec<BenchPoint>> {
@@ -304,7 +301,7 @@ fn one_point(
     for _ in 0..plan.rounds {
         for (c, acc) in contenders.iter().zip(runs.iter_mut()) {
             // +1: the first repetition is a warm-up, dropped for everyone alike.
-            let (backend, mut t, reads) = c.run(n, a, w, plan.per_round + 1)?;
+            let (backend, mut t, reads) = c.run(evq, n, a, w, plan.per_round + 1)?;
             if t.len() < 2 {
                 return Err(io::Error::other(format!("{} reported no runs", c.name())));
             }
