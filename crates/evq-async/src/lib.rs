@@ -83,8 +83,10 @@
 //!
 //! An idle thread of ours ([`block_on`], an executor worker) waits on the queue
 //! itself if nobody else does, so the thread that dispatches an event is the one
-//! that runs the woken task next; other idle threads park in line and one is woken
-//! to take over when the holder leaves to run tasks. A task woken from another
+//! that runs the woken task next; other idle threads park in line and one is handed
+//! the queue when the holder leaves to run tasks (a thread handed it goes back to
+//! it rather than to its loop, so the line is never left asleep with nobody in the
+//! kernel). A task woken from another
 //! thread wakes a parked worker with a futex and a waiting one through the
 //! notifier. When no loop of ours runs (a program on `futures::executor` or
 //! `async-executor`), one background thread, `evq-async-fallback`, waits on the

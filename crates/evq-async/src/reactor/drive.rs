@@ -129,27 +129,48 @@ impl Reactor {
     /// Why a thread in line is not stranded: it joins the line (`SeqCst`) and then
     /// tries the lock once more; a holder unlocks and then looks at the line
     /// ([`Reactor::release`]). Either the second try succeeds or the holder's look
-    /// comes after the join and wakes someone in line.
+    /// comes after the join and hands the queue to someone in line. A thread handed
+    /// the queue comes back here to take it (or joins the line again if another
+    /// was quicker, whose release then looks at the line); one woken for itself
+    /// first is skipped, and one woken for itself after it was handed the queue
+    /// passes it on ([`Sleeper::wake_up`]). So the queue is never let go with the
+    /// line asleep, whatever the woken thread's loop does next.
     pub(crate) fn sleep(&self, sleeper: &Arc<Sleeper>) {
-        if self.try_drive(None, Some(sleeper)) {
-            return;
-        }
-        {
-            let mut line = lock(&self.handoff);
-            line.push(sleeper.clone());
-            self.handoff_len.store(line.len(), Ordering::SeqCst);
-        }
-        if self.fallback_driving.load(Ordering::SeqCst) {
-            // The fallback thread only drives while nobody else will; make it yield.
-            self.notify();
-        }
-        fence(Ordering::SeqCst);
-        if self.try_drive(None, Some(sleeper)) {
+        loop {
+            if self.try_drive(None, Some(sleeper)) {
+                return;
+            }
+            {
+                let mut line = lock(&self.handoff);
+                line.push(sleeper.clone());
+                self.handoff_len.store(line.len(), Ordering::SeqCst);
+            }
+            if self.fallback_driving.load(Ordering::SeqCst) {
+                // The fallback thread only drives while nobody else will; make it
+                // yield. Written past `notify`'s coalescing: a flag left set by a
+                // notify the fallback already consumed (it clears the flag only as
+                // it starts its next wait) would swallow this one.
+                self.counters.notifies.fetch_add(1, Ordering::Relaxed);
+                let _ = self.notifier.notify();
+            }
+            fence(Ordering::SeqCst);
+            if let Some(mut driver) = self.try_lock() {
+                self.leave_line(sleeper);
+                // Out of the line nobody can hand it the queue; a hand-over made
+                // before that is this very lock.
+                sleeper.take_hand_over();
+                with_wakers(|wakers| {
+                    self.drive(&mut driver, None, Some(sleeper), wakers);
+                    self.release(driver, wakers);
+                });
+                return;
+            }
+            sleeper.park();
             self.leave_line(sleeper);
-            return;
+            if !sleeper.take_hand_over() {
+                return; // woken for itself
+            }
         }
-        sleeper.park();
-        self.leave_line(sleeper);
     }
 
     pub(super) fn leave_line(&self, sleeper: &Arc<Sleeper>) {
@@ -158,21 +179,20 @@ impl Reactor {
         self.handoff_len.store(line.len(), Ordering::SeqCst);
     }
 
-    /// The queue was let go: wake one thread in line so that somebody keeps
-    /// watching it while the last holder runs tasks.
+    /// The queue was let go: hand it to a thread in line so that somebody keeps
+    /// watching it while the last holder runs tasks. Threads in line already woken
+    /// for themselves are passed over (they leave the line on their own).
     pub(super) fn hand_off(&self) {
         if self.handoff_len.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let next = {
-            let mut line = lock(&self.handoff);
-            let next = line.pop();
-            self.handoff_len.store(line.len(), Ordering::SeqCst);
-            next
-        };
-        if let Some(next) = next {
-            next.wake_up();
+        let mut line = lock(&self.handoff);
+        while let Some(next) = line.pop() {
+            if next.hand_over() {
+                break;
+            }
         }
+        self.handoff_len.store(line.len(), Ordering::SeqCst);
     }
 
     pub(crate) fn set_fallback_driving(&self, on: bool) {

@@ -313,6 +313,9 @@ impl Reactor {
     /// comes after its unlock and so after this push. Both sides use `SeqCst`.
     fn push_op(&self, op: Op) {
         self.push_op_quietly(op);
+        // Pairs with the fence in `release` between unlocking and re-reading
+        // `ops_pending` (a failed `try_lock` is not itself an ordering point).
+        fence(Ordering::SeqCst);
         if let Some(mut driver) = self.try_lock() {
             with_wakers(|wakers| {
                 self.apply_ops(&mut driver, wakers);
@@ -357,22 +360,23 @@ impl Reactor {
         }
     }
 
-    /// Unlocks the queue, wakes a thread in line to take it over (see
-    /// [`Reactor::sleep`]), then applies anything pushed while it was held by a
-    /// thread that found it taken (see [`Reactor::push_op`]).
+    /// Unlocks the queue, hands it to a thread in line (see [`Reactor::sleep`]),
+    /// then applies anything pushed while it was held by a thread that found it
+    /// taken (see [`Reactor::push_op`]) — and every time it lets the queue go
+    /// again after that, looks at the line again: a thread that found the queue
+    /// taken by this very re-take joined the line and parked.
     fn release(&self, driver: MutexGuard<'_, Driver>, wakers: &mut Vec<Waker>) {
         drop(driver);
-        fence(Ordering::SeqCst);
-        self.hand_off();
-        while self.ops_pending.load(Ordering::SeqCst) {
+        loop {
+            fence(Ordering::SeqCst);
+            self.hand_off();
+            if !self.ops_pending.load(Ordering::SeqCst) {
+                return;
+            }
             match self.try_lock() {
-                Some(mut driver) => {
-                    self.apply_ops(&mut driver, wakers);
-                    drop(driver);
-                    fence(Ordering::SeqCst);
-                }
-                // The new holder applies it before it waits.
-                None => break,
+                Some(mut driver) => self.apply_ops(&mut driver, wakers),
+                // The new holder applies them before it waits.
+                None => return,
             }
         }
     }

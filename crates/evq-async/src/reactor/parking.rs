@@ -3,13 +3,21 @@
 //!
 //! A [`Sleeper`] is one thread's wake-up target. Its state says where the thread is:
 //! running (`IDLE`), woken while running (`NOTIFIED`), parked on its futex
-//! (`PARKED`), or blocked in `get_next_event` (`DRIVING`). [`Sleeper::wake`] swaps in
-//! `NOTIFIED` and, depending on what it replaced, unparks the thread or wakes the
-//! queue through evq's [`Notifier`](evq::Notifier) — the cross-thread waker. Because
-//! the swap is one atomic step, a wake that races with the thread going to sleep
-//! either finds it already asleep (and wakes it the right way) or leaves `NOTIFIED`
-//! behind, which makes the sleep return at once.
-
+//! (`PARKED`), blocked in `get_next_event` (`DRIVING`), or handed the queue by the
+//! thread that let it go (`HANDED`). [`Sleeper::wake_up`] swaps in `NOTIFIED` and,
+//! depending on what it replaced, unparks the thread or wakes the queue through
+//! evq's [`Notifier`](evq::Notifier) — the cross-thread waker. Because the swap is
+//! one atomic step, a wake that races with the thread going to sleep either finds
+//! it already asleep (and wakes it the right way) or leaves `NOTIFIED` behind,
+//! which makes the sleep return at once.
+//!
+//! `HANDED` is a different wake-up: not "your task is ready" but "the queue is
+//! free and you are next in line to watch it". A thread woken that way goes back
+//! to the queue instead of returning to its loop, which might end (a `block_on`
+//! whose future is done, the fallback thread while loops of ours run) and leave
+//! the rest of the line asleep with nobody in the kernel. If a wake-up for the
+//! thread itself replaces `HANDED`, the thread will return to run its task, so the
+//! waker passes the queue on to the next in line.
 use super::Reactor;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -20,6 +28,7 @@ const IDLE: u8 = 0;
 const NOTIFIED: u8 = 1;
 const PARKED: u8 = 2;
 const DRIVING: u8 = 3;
+const HANDED: u8 = 4;
 
 /// One thread's wake-up target (see the module documentation).
 pub(crate) struct Sleeper {
@@ -46,8 +55,42 @@ impl Sleeper {
                     reactor.notify();
                 }
             }
+            // Already unparked to take the queue over; now it will return to its
+            // loop instead, so the queue goes to the next in line.
+            HANDED => {
+                if let Ok(reactor) = Reactor::get() {
+                    reactor.hand_off();
+                }
+            }
             _ => {}
         }
+    }
+
+    /// Hands the queue to this thread, which waits in line: true if it takes it
+    /// (it was parked or about to park), false if it is already awake for itself
+    /// (`NOTIFIED`) and so will not watch the queue. Called under the line's lock,
+    /// on a sleeper just taken out of the line.
+    pub(crate) fn hand_over(&self) -> bool {
+        if self
+            .state
+            .compare_exchange(PARKED, HANDED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.thread.unpark();
+            return true;
+        }
+        // Between joining the line and parking: its park returns at once.
+        self.state
+            .compare_exchange(IDLE, HANDED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Takes a hand-over (only the owning thread calls this, out of the line):
+    /// true if the thread was handed the queue and must go back to it.
+    pub(crate) fn take_hand_over(&self) -> bool {
+        self.state
+            .compare_exchange(HANDED, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Consumes a pending notification (only the owning thread calls this).
@@ -79,7 +122,8 @@ impl Sleeper {
         {
             return;
         }
-        // `thread::park` may return spuriously; only `wake` moves PARKED on.
+        // `thread::park` may return spuriously; only a wake-up or a hand-over moves
+        // PARKED on.
         while self.state.load(Ordering::Acquire) == PARKED {
             thread::park();
         }
@@ -144,5 +188,41 @@ mod tests {
         assert!(s.begin_driving());
         s.end_driving();
         assert!(!s.take_notification());
+    }
+
+    #[test]
+    fn a_hand_over_unparks_and_is_taken_once() {
+        let s = Sleeper::for_current_thread();
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            while !s2.is_asleep() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            assert!(s2.hand_over());
+        });
+        s.park();
+        t.join().unwrap();
+        assert!(s.take_hand_over());
+        assert!(!s.take_hand_over());
+        assert!(!s.take_notification(), "a hand-over is not a wake-up");
+    }
+
+    #[test]
+    fn a_hand_over_before_park_makes_park_return() {
+        let s = Sleeper::for_current_thread();
+        assert!(s.hand_over());
+        s.park(); // returns at once
+        assert!(s.take_hand_over());
+    }
+
+    #[test]
+    fn a_thread_woken_for_itself_refuses_the_queue() {
+        let s = Sleeper::for_current_thread();
+        s.wake_up();
+        assert!(!s.hand_over());
+        assert!(s.take_notification());
+        assert!(s.begin_driving());
+        assert!(!s.hand_over(), "a driving thread is not handed the queue");
+        s.end_driving();
     }
 }

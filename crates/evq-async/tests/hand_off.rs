@@ -1,0 +1,272 @@
+//! Loops that come and go never leave the queue unwatched.
+//!
+//! Idle threads of ours take turns on the one queue: one waits in the kernel, the
+//! others park in line, and whoever lets the queue go wakes one in line to take it
+//! over. A thread woken that way may not want it — a `block_on` whose future is
+//! now ready returns, and the fallback thread parks while loops of ours run — and
+//! if it simply walked away, the threads still in line slept on with nobody in
+//! the kernel: every event of the process waited for some unrelated registration
+//! to shake the line (seen as two hyper tests stalling 20 s together at their
+//! first request, 1 run in ~200 under load). This file makes that order on
+//! purpose (it failed on every backend before the fix), and makes loops start and
+//! end thousands of times while they wait on pipes, with the fallback thread
+//! switching on and off between them; it fails if any wake-up takes longer than
+//! its patience.
+//!
+//! A file of its own: the count of running loops and the fallback thread are one
+//! per process, and this check wants them to itself.
+
+mod util;
+
+use evq_async::{Async, Executor};
+use futures_lite::AsyncReadExt;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+
+fn pipe() -> (File, File) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the live array.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    unsafe {
+        (
+            File::from(OwnedFd::from_raw_fd(fds[0])),
+            File::from(OwnedFd::from_raw_fd(fds[1])),
+        )
+    }
+}
+
+/// Threads that each wait for one byte per round in a loop of ours that ends with
+/// the round: every round, every loop starts, waits, is woken and ends.
+fn loops_that_come_and_go(threads: usize, rounds: usize, through_executor: bool) {
+    let (ack_tx, ack_rx) = mpsc::channel::<usize>();
+    let mut writers = Vec::new();
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let (reader, writer) = pipe();
+        writers.push(writer);
+        let ack = ack_tx.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut reader = Async::new(reader).expect("register the pipe");
+            for _ in 0..rounds {
+                let wait = async {
+                    let mut byte = [0u8; 1];
+                    reader.read_exact(&mut byte).await.expect("read a byte");
+                };
+                if through_executor && t % 2 == 1 {
+                    Executor::with_threads(0).block_on(wait);
+                } else {
+                    evq_async::block_on(wait);
+                }
+                if ack.send(t).is_err() {
+                    return; // the test gave up
+                }
+            }
+        }));
+    }
+    // A thread outside every loop that keeps registering and revoking descriptors
+    // (as a test thread binding listeners does): it holds the queue for moments, so
+    // the fallback thread, starting up as the last loop ends, finds it taken and
+    // waits in line beside the loops.
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let (reader, _writer) = pipe();
+                drop(Async::new(reader).expect("register a pipe"));
+            }
+        })
+    };
+    for round in 0..rounds {
+        for w in &mut writers {
+            w.write_all(b"x").expect("write a byte");
+        }
+        for _ in 0..threads {
+            if let Err(e) = ack_rx.recv_timeout(util::PATIENCE) {
+                panic!(
+                    "round {round}: a loop waited {:?} for a byte already written ({e}): \
+                     nobody was watching the queue; {:?}",
+                    util::PATIENCE,
+                    evq_async::reactor_stats()
+                );
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.join().expect("the churning thread panicked");
+    for h in handles {
+        h.join().expect("a looping thread panicked");
+    }
+}
+
+#[test]
+fn block_on_loops_that_come_and_go_lose_no_hand_off() {
+    loops_that_come_and_go(4, 2_000, false);
+}
+
+#[test]
+fn executor_and_block_on_loops_that_come_and_go_lose_no_hand_off() {
+    loops_that_come_and_go(4, 1_000, true);
+}
+
+/// A registration made from outside every loop (as a test thread binding a
+/// listener) while the loops go to sleep: the holder that applies it takes the
+/// queue again after letting it go, and must look at the line again when it lets
+/// go the second time. Nothing else touches the reactor until the loops are woken
+/// (a later registration would wake the line and hide a stranding).
+#[test]
+fn registrations_from_outside_while_loops_go_to_sleep_lose_no_hand_off() {
+    let threads = 3;
+    let rounds = 3_000;
+    let (ack_tx, ack_rx) = mpsc::channel::<usize>();
+    let mut writers = Vec::new();
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let (reader, writer) = pipe();
+        writers.push(writer);
+        let ack = ack_tx.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut reader = Async::new(reader).expect("register the pipe");
+            for _ in 0..rounds {
+                evq_async::block_on(async {
+                    let mut byte = [0u8; 1];
+                    reader.read_exact(&mut byte).await.expect("read a byte");
+                });
+                if ack.send(t).is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+    let mut previous = None;
+    for round in 0..rounds {
+        let (reader, _writer) = pipe();
+        let registered = Async::new(reader).expect("register a pipe from outside");
+        for w in &mut writers {
+            w.write_all(b"x").expect("write a byte");
+        }
+        for _ in 0..threads {
+            if let Err(e) = ack_rx.recv_timeout(util::PATIENCE) {
+                panic!(
+                    "round {round}: a loop waited {:?} for a byte already written ({e}): \
+                     nobody was watching the queue; {:?}",
+                    util::PATIENCE,
+                    evq_async::reactor_stats()
+                );
+            }
+        }
+        // Revoked only now, while the loops go back to sleep: another race.
+        drop(previous.replace(registered));
+    }
+    drop(previous);
+    for h in handles {
+        h.join().expect("a looping thread panicked");
+    }
+}
+
+/// The order that stranded the line, made on purpose: H waits in the kernel, A
+/// and then D wait in line (the last in line is the first woken). D's future
+/// becomes ready without a wake-up, and H's byte arrives: H lets the queue go and
+/// wakes D to take it over, but D's loop finds its future done and ends. A must
+/// still hear its own byte.
+#[test]
+fn a_loop_that_ends_as_it_is_handed_the_queue_passes_it_on() {
+    use std::future::poll_fn;
+    use std::sync::Mutex;
+    use std::task::{Poll, Waker};
+
+    let (h_reader, mut h_writer) = pipe();
+    let (a_reader, mut a_writer) = pipe();
+    // Each thread holds its handle until the end: a handle revoked when its thread
+    // ends takes and lets go of the queue, which would wake the line and hide
+    // what this test looks for.
+    let wait_for_byte = |reader: File| {
+        move || -> Box<dyn Send> {
+            let mut reader = Async::new(reader).expect("register the pipe");
+            evq_async::block_on(async {
+                let mut byte = [0u8; 1];
+                reader.read_exact(&mut byte).await.expect("read a byte");
+            });
+            Box::new(reader)
+        }
+    };
+    let (done_tx, done_rx) = mpsc::channel::<&str>();
+    let release = Arc::new(std::sync::Barrier::new(4));
+    let done = |name: &'static str, f: Box<dyn FnOnce() -> Box<dyn Send> + Send>| {
+        let tx = done_tx.clone();
+        let release = release.clone();
+        std::thread::spawn(move || {
+            let held = f();
+            let _ = tx.send(name);
+            release.wait();
+            drop(held);
+        })
+    };
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(100));
+    let h = done("H", Box::new(wait_for_byte(h_reader)));
+    settle();
+    let a = done("A", Box::new(wait_for_byte(a_reader)));
+    settle();
+    let finished = Arc::new(AtomicBool::new(false));
+    let d_waker: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
+    let d = {
+        let finished = finished.clone();
+        let d_waker = d_waker.clone();
+        done(
+            "D",
+            Box::new(move || {
+                evq_async::block_on(poll_fn(|cx| {
+                    if finished.load(Ordering::SeqCst) {
+                        return Poll::Ready(());
+                    }
+                    *d_waker.lock().unwrap() = Some(cx.waker().clone());
+                    Poll::Pending
+                }));
+                Box::new(())
+            }),
+        )
+    };
+    settle();
+    // D's future is done, but nobody tells D: it learns it when it is woken.
+    finished.store(true, Ordering::SeqCst);
+    h_writer.write_all(b"h").expect("write H's byte");
+    // H ends; D may end with it (woken to take the queue over, it finds its future
+    // done).
+    let mut seen = Vec::new();
+    while !seen.contains(&"H") {
+        seen.push(done_rx.recv_timeout(util::PATIENCE).expect("H never woke"));
+    }
+    settle();
+    a_writer.write_all(b"a").expect("write A's byte");
+    while !seen.contains(&"A") {
+        match done_rx.recv_timeout(util::PATIENCE) {
+            Ok(name) => seen.push(name),
+            Err(_) => panic!(
+                "A's byte waited {:?} with nobody watching the queue (finished: {seen:?}); {:?}",
+                util::PATIENCE,
+                evq_async::reactor_stats()
+            ),
+        }
+    }
+    if let Some(w) = d_waker.lock().unwrap().take() {
+        w.wake();
+    }
+    while seen.len() < 3 {
+        seen.push(done_rx.recv_timeout(util::PATIENCE).expect("D never ended"));
+    }
+    release.wait();
+    for t in [h, a, d] {
+        t.join().expect("a waiting thread panicked");
+    }
+}
+
+/// The file once more on every other backend, each in a child process.
+#[test]
+fn on_every_backend() {
+    util::rerun_on_other_backends(&["--skip", "on_every_backend", "--test-threads", "2"]);
+}
