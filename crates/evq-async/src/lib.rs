@@ -90,7 +90,11 @@
 //! thread wakes a parked worker with a futex and a waiting one through the
 //! notifier. When no loop of ours runs (a program on `futures::executor` or
 //! `async-executor`), one background thread, `evq-async-fallback`, waits on the
-//! queue instead, and yields to a loop of ours as soon as one starts.
+//! queue instead, and yields to a loop of ours as soon as one starts. While loops
+//! of ours run, it still checks now and then (1 ms, backing off to 100 ms) that
+//! one of them has waited on the queue since, and looks at the queue itself if
+//! none has — a loop whose thread is held by a synchronous wait would otherwise
+//! leave foreign tasks without their events.
 
 #![deny(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]

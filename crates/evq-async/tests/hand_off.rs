@@ -265,6 +265,42 @@ fn a_loop_that_ends_as_it_is_handed_the_queue_passes_it_on() {
     }
 }
 
+/// A loop of ours whose thread is held by a synchronous wait (here: joining a
+/// thread) does not drive the queue, and the thread it waits for runs a foreign
+/// executor whose task waits on a pipe. The fallback thread must still get that
+/// task its event, or the two wait on each other for ever.
+#[test]
+fn a_foreign_task_is_served_while_a_loop_of_ours_blocks_its_thread() {
+    let (reader, mut writer) = pipe();
+    let (result_tx, result_rx) = mpsc::channel::<u8>();
+    // The stuck pair runs on a thread of its own, so a failure is a timeout here,
+    // not a hung test.
+    std::thread::spawn(move || {
+        let byte = evq_async::block_on(async move {
+            let foreign = std::thread::spawn(move || {
+                let mut reader = Async::new(reader).expect("register the pipe");
+                futures_lite::future::block_on(async {
+                    let mut byte = [0u8; 1];
+                    reader.read_exact(&mut byte).await.expect("read a byte");
+                    byte[0]
+                })
+            });
+            foreign.join().expect("the foreign task panicked") // blocks this loop
+        });
+        let _ = result_tx.send(byte);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    writer.write_all(b"f").expect("write the byte");
+    match result_rx.recv_timeout(util::PATIENCE) {
+        Ok(byte) => assert_eq!(byte, b'f'),
+        Err(e) => panic!(
+            "the foreign task never saw its byte ({e}): nobody dispatched while the only \
+             loop of ours was blocked; {:?}",
+            evq_async::reactor_stats()
+        ),
+    }
+}
+
 /// The file once more on every other backend, each in a child process.
 #[test]
 fn on_every_backend() {

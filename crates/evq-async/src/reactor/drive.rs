@@ -26,6 +26,24 @@ impl Reactor {
         true
     }
 
+    /// For the fallback thread while loops of ours run: if no thread has waited
+    /// on the queue since `seen` (the count of waits at its last look), the loops
+    /// are held elsewhere, so it looks at the queue without waiting, if nobody
+    /// holds it. True if that look dispatched anything. Loops that keep waiting
+    /// (an idle one in the kernel, a busy one between tasks) are left alone: a
+    /// look then would only move their events to another thread.
+    pub(super) fn look_if_stalled(&self, seen: &mut u64) -> bool {
+        let waits = self.counters.waits.load(Ordering::Relaxed);
+        if waits != *seen {
+            *seen = waits;
+            return false;
+        }
+        let before = self.counters.events.load(Ordering::Relaxed);
+        let looked = self.try_drive(Some(Duration::ZERO), None);
+        *seen = self.counters.waits.load(Ordering::Relaxed);
+        looked && self.counters.events.load(Ordering::Relaxed) != before
+    }
+
     pub(super) fn drive(
         &self,
         driver: &mut Driver,

@@ -129,6 +129,30 @@ impl Sleeper {
         }
     }
 
+    /// Parks until woken or until `timeout` has passed. Returns at once if a
+    /// notification is pending.
+    pub(crate) fn park_timeout(&self, timeout: std::time::Duration) {
+        if self
+            .state
+            .compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        while self.state.load(Ordering::Acquire) == PARKED {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                // Back to running unless a wake-up got there first (then it stays).
+                let _ =
+                    self.state
+                        .compare_exchange(PARKED, IDLE, Ordering::AcqRel, Ordering::Acquire);
+                return;
+            }
+            thread::park_timeout(deadline - now);
+        }
+    }
+
     /// True while the thread is parked or driving (for tests of the hand-off).
     #[cfg(test)]
     pub(crate) fn is_asleep(&self) -> bool {
@@ -224,5 +248,26 @@ mod tests {
         assert!(s.begin_driving());
         assert!(!s.hand_over(), "a driving thread is not handed the queue");
         s.end_driving();
+    }
+
+    #[test]
+    fn park_timeout_returns_by_itself_and_early_when_woken() {
+        let s = Sleeper::for_current_thread();
+        let start = std::time::Instant::now();
+        s.park_timeout(Duration::from_millis(20));
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert!(!s.take_notification());
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            while !s2.is_asleep() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            s2.wake_up();
+        });
+        let start = std::time::Instant::now();
+        s.park_timeout(Duration::from_secs(60));
+        assert!(start.elapsed() < Duration::from_secs(30));
+        assert!(s.take_notification());
+        t.join().unwrap();
     }
 }
