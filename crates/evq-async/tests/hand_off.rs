@@ -1,16 +1,24 @@
 //! Loops that come and go never leave the queue unwatched.
 //!
 //! Idle threads of ours take turns on the one queue: one waits in the kernel, the
-//! others park in line, and whoever lets the queue go wakes one in line to take it
-//! over. A thread woken that way may not want it — a `block_on` whose future is
-//! now ready returns, and the fallback thread parks while loops of ours run — and
-//! if it simply walked away, the threads still in line slept on with nobody in
-//! the kernel: every event of the process waited for some unrelated registration
-//! to shake the line (seen as two hyper tests stalling 20 s together at their
-//! first request, 1 run in ~200 under load). This file makes that order on
-//! purpose (it failed on every backend before the fix), and makes loops start and
-//! end thousands of times while they wait on pipes, with the fallback thread
-//! switching on and off between them; it fails if any wake-up takes longer than
+//! others park in line, and whoever lets the queue go hands it to one in line.
+//! Two ways once lost that hand-off and left the line asleep with nobody in the
+//! kernel, so that every event of the process waited for some unrelated
+//! registration to shake the line (seen as two hyper tests stalling 20 s together
+//! at their first request, about 1 run in 200 under load):
+//!
+//! - a holder that took the queue again to apply registrations pushed meanwhile
+//!   let it go a second time without looking at the line
+//!   (`registrations_from_outside_…`, 10 of 12 runs failed before);
+//! - a thread handed the queue walked away with it — a `block_on` whose future
+//!   was done, the fallback thread standing down while loops of ours run
+//!   (`a_loop_that_ends_…`, made on purpose; it failed on every backend).
+//!
+//! And a third way to leave an event undispatched: the only loop of ours held by
+//! a synchronous wait while a foreign executor's task waits
+//! (`a_foreign_task_is_served_…`; it hung on every backend). The remaining tests
+//! make loops start and end thousands of times, with the fallback thread
+//! switching on and off between them. Each fails if a wake-up takes longer than
 //! its patience.
 //!
 //! A file of its own: the count of running loops and the fallback thread are one
