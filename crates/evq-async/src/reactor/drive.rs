@@ -44,6 +44,10 @@ impl Reactor {
         looked && self.counters.events.load(Ordering::Relaxed) != before
     }
 
+    // `drive` and `dispatch` are inlined into both callers (`try_drive`, `sleep`):
+    // out of line they cost ~75 instructions a request in `bench_async`'s echo
+    // (callgrind: 1,776 against 1,701), 4% of it.
+    #[inline(always)]
     pub(super) fn drive(
         &self,
         driver: &mut Driver,
@@ -92,6 +96,7 @@ impl Reactor {
         self.dispatch(driver, wakers);
     }
 
+    #[inline(always)]
     pub(super) fn dispatch(&self, driver: &mut Driver, wakers: &mut Vec<Waker>) {
         if driver.events.is_empty() {
             return;
@@ -200,10 +205,16 @@ impl Reactor {
     /// The queue was let go: hand it to a thread in line so that somebody keeps
     /// watching it while the last holder runs tasks. Threads in line already woken
     /// for themselves are passed over (they leave the line on their own).
+    #[inline]
     pub(super) fn hand_off(&self) {
-        if self.handoff_len.load(Ordering::SeqCst) == 0 {
-            return;
+        if self.handoff_len.load(Ordering::SeqCst) != 0 {
+            self.hand_off_to_the_line();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn hand_off_to_the_line(&self) {
         let mut line = lock(&self.handoff);
         while let Some(next) = line.pop() {
             if next.hand_over() {
