@@ -50,32 +50,75 @@ fn pipe() -> (File, File) {
 
 /// Threads that each wait for one byte per round in a loop of ours that ends with
 /// the round: every round, every loop starts, waits, is woken and ends.
-fn loops_that_come_and_go(threads: usize, rounds: usize, through_executor: bool) {
-    let (ack_tx, ack_rx) = mpsc::channel::<usize>();
-    let mut writers = Vec::new();
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let (reader, writer) = pipe();
-        writers.push(writer);
-        let ack = ack_tx.clone();
-        handles.push(std::thread::spawn(move || {
-            let mut reader = Async::new(reader).expect("register the pipe");
-            for _ in 0..rounds {
-                let wait = async {
-                    let mut byte = [0u8; 1];
-                    reader.read_exact(&mut byte).await.expect("read a byte");
-                };
-                if through_executor && t % 2 == 1 {
-                    Executor::with_threads(0).block_on(wait);
-                } else {
-                    evq_async::block_on(wait);
+struct ByteWaiters {
+    writers: Vec<File>,
+    acks: mpsc::Receiver<usize>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl ByteWaiters {
+    /// `threads` loops for `rounds` rounds; with `through_executor`, every other
+    /// thread runs its loop as an [`Executor`]'s `block_on`, the rest as the plain
+    /// `block_on`.
+    fn spawn(threads: usize, rounds: usize, through_executor: bool) -> ByteWaiters {
+        let (ack_tx, acks) = mpsc::channel::<usize>();
+        let mut writers = Vec::new();
+        let mut handles = Vec::new();
+        for t in 0..threads {
+            let (reader, writer) = pipe();
+            writers.push(writer);
+            let ack = ack_tx.clone();
+            handles.push(std::thread::spawn(move || {
+                let mut reader = Async::new(reader).expect("register the pipe");
+                for _ in 0..rounds {
+                    let wait = async {
+                        let mut byte = [0u8; 1];
+                        reader.read_exact(&mut byte).await.expect("read a byte");
+                    };
+                    if through_executor && t % 2 == 1 {
+                        Executor::with_threads(0).block_on(wait);
+                    } else {
+                        evq_async::block_on(wait);
+                    }
+                    if ack.send(t).is_err() {
+                        return; // the test gave up
+                    }
                 }
-                if ack.send(t).is_err() {
-                    return; // the test gave up
-                }
-            }
-        }));
+            }));
+        }
+        ByteWaiters {
+            writers,
+            acks,
+            handles,
+        }
     }
+
+    /// Writes every loop its byte and waits until each has said it read it.
+    fn round(&mut self, round: usize) {
+        for w in &mut self.writers {
+            w.write_all(b"x").expect("write a byte");
+        }
+        for _ in 0..self.writers.len() {
+            if let Err(e) = self.acks.recv_timeout(util::PATIENCE) {
+                panic!(
+                    "round {round}: a loop waited {:?} for a byte already written ({e}): \
+                     nobody was watching the queue; {:?}",
+                    util::PATIENCE,
+                    evq_async::reactor_stats()
+                );
+            }
+        }
+    }
+
+    fn join(self) {
+        for h in self.handles {
+            h.join().expect("a looping thread panicked");
+        }
+    }
+}
+
+fn loops_that_come_and_go(threads: usize, rounds: usize, through_executor: bool) {
+    let mut waiters = ByteWaiters::spawn(threads, rounds, through_executor);
     // A thread outside every loop that keeps registering and revoking descriptors
     // (as a test thread binding listeners does): it holds the queue for moments, so
     // the fallback thread, starting up as the last loop ends, finds it taken and
@@ -91,25 +134,11 @@ fn loops_that_come_and_go(threads: usize, rounds: usize, through_executor: bool)
         })
     };
     for round in 0..rounds {
-        for w in &mut writers {
-            w.write_all(b"x").expect("write a byte");
-        }
-        for _ in 0..threads {
-            if let Err(e) = ack_rx.recv_timeout(util::PATIENCE) {
-                panic!(
-                    "round {round}: a loop waited {:?} for a byte already written ({e}): \
-                     nobody was watching the queue; {:?}",
-                    util::PATIENCE,
-                    evq_async::reactor_stats()
-                );
-            }
-        }
+        waiters.round(round);
     }
     stop.store(true, Ordering::Relaxed);
     churn.join().expect("the churning thread panicked");
-    for h in handles {
-        h.join().expect("a looping thread panicked");
-    }
+    waiters.join();
 }
 
 #[test]
@@ -129,52 +158,18 @@ fn executor_and_block_on_loops_that_come_and_go_lose_no_hand_off() {
 /// (a later registration would wake the line and hide a stranding).
 #[test]
 fn registrations_from_outside_while_loops_go_to_sleep_lose_no_hand_off() {
-    let threads = 3;
     let rounds = 3_000;
-    let (ack_tx, ack_rx) = mpsc::channel::<usize>();
-    let mut writers = Vec::new();
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let (reader, writer) = pipe();
-        writers.push(writer);
-        let ack = ack_tx.clone();
-        handles.push(std::thread::spawn(move || {
-            let mut reader = Async::new(reader).expect("register the pipe");
-            for _ in 0..rounds {
-                evq_async::block_on(async {
-                    let mut byte = [0u8; 1];
-                    reader.read_exact(&mut byte).await.expect("read a byte");
-                });
-                if ack.send(t).is_err() {
-                    return;
-                }
-            }
-        }));
-    }
+    let mut waiters = ByteWaiters::spawn(3, rounds, false);
     let mut previous = None;
     for round in 0..rounds {
         let (reader, _writer) = pipe();
         let registered = Async::new(reader).expect("register a pipe from outside");
-        for w in &mut writers {
-            w.write_all(b"x").expect("write a byte");
-        }
-        for _ in 0..threads {
-            if let Err(e) = ack_rx.recv_timeout(util::PATIENCE) {
-                panic!(
-                    "round {round}: a loop waited {:?} for a byte already written ({e}): \
-                     nobody was watching the queue; {:?}",
-                    util::PATIENCE,
-                    evq_async::reactor_stats()
-                );
-            }
-        }
+        waiters.round(round);
         // Revoked only now, while the loops go back to sleep: another race.
         drop(previous.replace(registered));
     }
     drop(previous);
-    for h in handles {
-        h.join().expect("a looping thread panicked");
-    }
+    waiters.join();
 }
 
 /// The order that stranded the line, made on purpose: H waits in the kernel, A
