@@ -24,7 +24,8 @@ pub(crate) use parking::{waker_for, Sleeper};
 use slab::Slab;
 use std::cell::RefCell;
 use std::io;
-use std::mem;
+use std::mem::{self, ManuallyDrop};
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::task::Waker;
@@ -276,12 +277,16 @@ impl Reactor {
         }
     }
 
-    fn try_lock(&self) -> Option<MutexGuard<'_, Driver>> {
-        match self.driver.try_lock() {
-            Ok(g) => Some(g),
-            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
+    fn try_lock(&self) -> Option<Held<'_>> {
+        let guard = match self.driver.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(Held {
+            reactor: self,
+            guard: ManuallyDrop::new(guard),
+        })
     }
 
     /// Wakes the thread blocked in `get_next_event`, once per wait.
@@ -360,25 +365,57 @@ impl Reactor {
         }
     }
 
-    /// Unlocks the queue, hands it to a thread in line (see [`Reactor::sleep`]),
-    /// then applies anything pushed while it was held by a thread that found it
-    /// taken (see [`Reactor::push_op`]) — and every time it lets the queue go
-    /// again after that, looks at the line again: a thread that found the queue
+    /// Lets the queue go (which hands it to a thread in line, see [`Held`]), then
+    /// applies anything pushed while it was held by a thread that found it taken
+    /// (see [`Reactor::push_op`]) — and every time it lets the queue go again
+    /// after that, the line is looked at again: a thread that found the queue
     /// taken by this very re-take joined the line and parked.
-    fn release(&self, driver: MutexGuard<'_, Driver>, wakers: &mut Vec<Waker>) {
+    fn release(&self, driver: Held<'_>, wakers: &mut Vec<Waker>) {
         drop(driver);
-        loop {
-            fence(Ordering::SeqCst);
-            self.hand_off();
-            if !self.ops_pending.load(Ordering::SeqCst) {
-                return;
-            }
+        while self.ops_pending.load(Ordering::SeqCst) {
             match self.try_lock() {
+                // Let go at the end of the arm, handing off again.
                 Some(mut driver) => self.apply_ops(&mut driver, wakers),
                 // The new holder applies them before it waits.
                 None => return,
             }
         }
+    }
+}
+
+/// The queue, held: the right to wait on it. However it is let go — by
+/// [`Reactor::release`], or unwound by a panic in the middle of a wait or a
+/// registration — the letting go is followed by a look at the line: the unlock,
+/// a `SeqCst` fence, then [`Reactor::hand_off`] (the other half of the argument
+/// in [`Reactor::sleep`]). A panic therefore cannot leave the line asleep with
+/// the queue free.
+pub(crate) struct Held<'a> {
+    reactor: &'a Reactor,
+    guard: ManuallyDrop<MutexGuard<'a, Driver>>,
+}
+
+impl Deref for Held<'_> {
+    type Target = Driver;
+    #[inline]
+    fn deref(&self) -> &Driver {
+        &self.guard
+    }
+}
+
+impl DerefMut for Held<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Driver {
+        &mut self.guard
+    }
+}
+
+impl Drop for Held<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the guard is dropped exactly once, here, and never touched after.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+        fence(Ordering::SeqCst);
+        self.reactor.hand_off();
     }
 }
 
