@@ -18,11 +18,13 @@
 //! the rest of the line asleep with nobody in the kernel. If a wake-up for the
 //! thread itself replaces `HANDED`, the thread will return to run its task, so the
 //! waker passes the queue on to the next in line.
+
 use super::Reactor;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
 
 const IDLE: u8 = 0;
 const NOTIFIED: u8 = 1;
@@ -113,25 +115,19 @@ impl Sleeper {
             .compare_exchange(DRIVING, IDLE, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    /// Parks until woken. Returns at once if a notification is pending.
+    /// Parks until woken (or handed the queue). Returns at once if a notification
+    /// is pending.
     pub(crate) fn park(&self) {
-        if self
-            .state
-            .compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return;
-        }
-        // `thread::park` may return spuriously; only a wake-up or a hand-over moves
-        // PARKED on.
-        while self.state.load(Ordering::Acquire) == PARKED {
-            thread::park();
-        }
+        self.park_until(None);
     }
 
     /// Parks until woken or until `timeout` has passed. Returns at once if a
     /// notification is pending.
-    pub(crate) fn park_timeout(&self, timeout: std::time::Duration) {
+    pub(crate) fn park_timeout(&self, timeout: Duration) {
+        self.park_until(Some(Instant::now() + timeout));
+    }
+
+    fn park_until(&self, deadline: Option<Instant>) {
         if self
             .state
             .compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire)
@@ -139,17 +135,27 @@ impl Sleeper {
         {
             return;
         }
-        let deadline = std::time::Instant::now() + timeout;
+        // `thread::park` may return spuriously; only a wake-up, a hand-over or the
+        // deadline moves PARKED on.
         while self.state.load(Ordering::Acquire) == PARKED {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                // Back to running unless a wake-up got there first (then it stays).
-                let _ =
-                    self.state
-                        .compare_exchange(PARKED, IDLE, Ordering::AcqRel, Ordering::Acquire);
-                return;
+            match deadline {
+                None => thread::park(),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        // Back to running unless a wake-up got there first (then
+                        // it stays).
+                        let _ = self.state.compare_exchange(
+                            PARKED,
+                            IDLE,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        );
+                        return;
+                    }
+                    thread::park_timeout(deadline - now);
+                }
             }
-            thread::park_timeout(deadline - now);
         }
     }
 
@@ -177,7 +183,20 @@ pub(crate) fn waker_for(sleeper: &Arc<Sleeper>) -> Waker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+
+    /// Runs `act` on another thread once `s`'s owner is asleep.
+    fn once_asleep(
+        s: &Arc<Sleeper>,
+        act: impl FnOnce(&Sleeper) + Send + 'static,
+    ) -> thread::JoinHandle<()> {
+        let s = s.clone();
+        thread::spawn(move || {
+            while !s.is_asleep() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            act(&s);
+        })
+    }
 
     #[test]
     fn a_wake_before_park_is_not_lost() {
@@ -191,13 +210,7 @@ mod tests {
     #[test]
     fn a_wake_from_another_thread_unparks() {
         let s = Sleeper::for_current_thread();
-        let s2 = s.clone();
-        let t = thread::spawn(move || {
-            while !s2.is_asleep() {
-                thread::sleep(Duration::from_millis(1));
-            }
-            s2.wake_up();
-        });
+        let t = once_asleep(&s, Sleeper::wake_up);
         s.park();
         assert!(s.take_notification());
         t.join().unwrap();
@@ -217,13 +230,7 @@ mod tests {
     #[test]
     fn a_hand_over_unparks_and_is_taken_once() {
         let s = Sleeper::for_current_thread();
-        let s2 = s.clone();
-        let t = thread::spawn(move || {
-            while !s2.is_asleep() {
-                thread::sleep(Duration::from_millis(1));
-            }
-            assert!(s2.hand_over());
-        });
+        let t = once_asleep(&s, |s| assert!(s.hand_over()));
         s.park();
         t.join().unwrap();
         assert!(s.take_hand_over());
@@ -253,18 +260,12 @@ mod tests {
     #[test]
     fn park_timeout_returns_by_itself_and_early_when_woken() {
         let s = Sleeper::for_current_thread();
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         s.park_timeout(Duration::from_millis(20));
         assert!(start.elapsed() >= Duration::from_millis(20));
         assert!(!s.take_notification());
-        let s2 = s.clone();
-        let t = thread::spawn(move || {
-            while !s2.is_asleep() {
-                thread::sleep(Duration::from_millis(1));
-            }
-            s2.wake_up();
-        });
-        let start = std::time::Instant::now();
+        let t = once_asleep(&s, Sleeper::wake_up);
+        let start = Instant::now();
         s.park_timeout(Duration::from_secs(60));
         assert!(start.elapsed() < Duration::from_secs(30));
         assert!(s.take_notification());
