@@ -4,7 +4,7 @@
 
 use evq::BackendKind;
 use evq_lab::bench_rust_peers::{RustPeer, MIO_VERSION, POLLING_VERSION};
-use evq_lab::experiments::bench_c::{build_peer, chain_json, run_evq, run_peer, PEERS};
+use evq_lab::experiments::bench_c::{build_peer, chain_json, run_evq, run_peer, FLOOR, PEERS};
 
 #[test]
 fn every_contender_completes_the_chain() {
@@ -28,6 +28,16 @@ fn every_contender_completes_the_chain() {
         }
     }
     eprintln!("{built} peer libraries ran");
+    // The bare loop needs a C compiler only, which the peers' builds need too.
+    match build_peer(&dir, FLOOR.0, FLOOR.1, "") {
+        Ok(bin) => {
+            let (backend, times, reads) = run_peer(&bin, n, a, w, reps).unwrap();
+            assert_eq!(backend, "epoll");
+            assert_eq!(reads, (reps * (w + a)) as u64, "{} on {backend}", FLOOR.0);
+            assert_eq!(times.len(), reps);
+        }
+        Err(why) => evq_testkit::skip(FLOOR.0, why),
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -12,9 +12,13 @@ const FLAT: &str = "epoll-based loops cost (nearly) the same per run as idle pip
 const VS_C: &str =
     "evq (epoll) is at least as fast as libev, libevent and libuv on the same chain (evq's claim)";
 const VS_RUST: &str = "evq (epoll) is at least as fast as the Rust crates mio and polling on the same chain (evq's claim)";
+const VS_FLOOR: &str = "evq (epoll) costs at most 5% more than a bare epoll loop in C with no library on the same chain (evq's own target, as in pipe-scaling)";
 
 /// Every claim, in report order.
-pub(super) const CLAIMS: [&str; 3] = [FLAT, VS_C, VS_RUST];
+pub(super) const CLAIMS: [&str; 4] = [FLAT, VS_C, VS_RUST, VS_FLOOR];
+
+/// The bare C epoll loop's name (`measure::FLOOR`).
+const FLOOR: &str = "raw-epoll";
 
 /// The Rust crates, by the names their points carry.
 const RUST_PEERS: [&str; 2] = ["mio", "polling"];
@@ -25,7 +29,7 @@ pub(super) fn judge(r: &Records) -> Judged {
     let rounds = r.plan.rounds;
     let per_round = r.plan.per_round;
     let mut notes = r.skipped.clone();
-    notes.push(format!("Every contender registers once outside the timed part; contenders take turns in {rounds} rounds of {per_round} timed runs each (plus one dropped warm-up per round), so a slow phase of the shared machine falls on all of them; median of the {} runs, min–max in results.json. Peers: C programs in crates/evq-lab/peers built with cc -O2 against Debian's libev, libevent and libuv; each prints the backend it chose.", rounds * per_round));
+    notes.push(format!("Every contender registers once outside the timed part; contenders take turns in {rounds} rounds of {per_round} timed runs each (plus one dropped warm-up per round), so a slow phase of the shared machine falls on all of them; median of the {} runs, min–max in results.json. Peers: C programs in crates/evq-lab/peers built with cc -O2 against Debian's libev, libevent and libuv; each prints the backend it chose. The floor, raw-epoll (peers/bench_raw_epoll.c, cc -O2, no library): epoll_wait for up to 1,024 events and the callback for each, the system calls every epoll contender makes and next to nothing else; it is not a peer the claims pick the fastest from.", rounds * per_round));
     notes.push(format!(
         "Rust peers, built into the lab (versions as Cargo.lock resolved them): mio {} and polling {}, both on epoll. evq, mio and polling take 1,024 events per wait (libuv's fixed batch; libev and libevent grow theirs to the ready set), and {}. mio is edge-triggered, so each event drains its pipe to EAGAIN (one more recv per event than the C peers, and several bytes per event where chains meet); polling is oneshot, so each event is re-armed with modify (one epoll_ctl per event), and its wait also resets its timer and notifier descriptors.",
         r.mio,
@@ -37,7 +41,7 @@ pub(super) fn judge(r: &Records) -> Judged {
         }
     ));
     Judged {
-        checks: vec![flat(r), vs_c(r, &c_peers), vs_rust(r)],
+        checks: vec![flat(r), vs_c(r, &c_peers), vs_rust(r), vs_floor(r)],
         notes,
         commands: vec![format!(
             "evq lab --only bench-c   (peers: crates/evq-lab/peers/bench_*.c N A {} REPS; evq, mio {} and polling {}: evq bench-chain evq-BACKEND|mio|polling N A {} REPS)",
@@ -66,15 +70,23 @@ fn growth(r: &Records, contender: &str) -> Option<f64> {
 fn flat(r: &Records) -> ClaimCheck {
     let (lo, hi) = (r.plan.ns[0], *r.plan.ns.last().unwrap_or(&r.plan.ns[0]));
     let fmt = |c: &str| growth(r, c).map_or("-".into(), |g| format!("×{g:.2}"));
-    let flat: Vec<f64> = ["evq-epoll", "libevent", "libev", "libuv", "mio", "polling"]
-        .iter()
-        .filter_map(|c| growth(r, c))
-        .collect();
+    let flat: Vec<f64> = [
+        "evq-epoll",
+        "libevent",
+        "libev",
+        "libuv",
+        "mio",
+        "polling",
+        FLOOR,
+    ]
+    .iter()
+    .filter_map(|c| growth(r, c))
+    .collect();
     ClaimCheck::judged(
         FLAT,
         format!(
-            "a=1, {lo} → {hi} pipes: evq-epoll {}, libevent {}, libev {}, libuv {}, mio {}, polling {}, evq-poll {}, evq-select {}",
-            fmt("evq-epoll"), fmt("libevent"), fmt("libev"), fmt("libuv"), fmt("mio"), fmt("polling"), fmt("evq-poll"), fmt("evq-select")
+            "a=1, {lo} → {hi} pipes: evq-epoll {}, libevent {}, libev {}, libuv {}, mio {}, polling {}, raw-epoll {}, evq-poll {}, evq-select {}",
+            fmt("evq-epoll"), fmt("libevent"), fmt("libev"), fmt("libuv"), fmt("mio"), fmt("polling"), fmt(FLOOR), fmt("evq-poll"), fmt("evq-select")
         ),
         growth(r, "evq-poll")
             .filter(|_| !flat.is_empty())
@@ -134,11 +146,29 @@ fn versus(
 
 fn vs_c(r: &Records, c_peers: &[&str]) -> ClaimCheck {
     versus(r, VS_C, c_peers, |x| {
+        // The bare loop against the same peer: how far below the fastest
+        // library any library could go at this point.
+        let floor = at(r, FLOOR, x.n, x.a).map_or(String::new(), |t| {
+            format!(" (raw-epoll: {:.2})", t / x.best)
+        });
         format!(
-            "n={} a={}: evq-epoll / best peer ({}) = {:.2}",
+            "n={} a={}: evq-epoll / best peer ({}) = {:.2}{floor}",
             x.n,
             x.a,
             x.who,
+            x.evq / x.best
+        )
+    })
+}
+
+fn vs_floor(r: &Records) -> ClaimCheck {
+    versus(r, VS_FLOOR, &[FLOOR], |x| {
+        format!(
+            "n={} a={}: evq-epoll {:.1} µs, raw-epoll {:.1} µs: {:.3}×",
+            x.n,
+            x.a,
+            x.evq,
+            x.best,
             x.evq / x.best
         )
     })

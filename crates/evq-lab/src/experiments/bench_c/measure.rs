@@ -32,6 +32,14 @@ pub const PEERS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The floor: the chain on a bare epoll loop in C, no library (name, source).
+/// It is not a peer — nothing to choose — but what every epoll contender pays
+/// at least, so the report can say what a library costs over it.
+pub const FLOOR: (&str, &str) = (
+    "raw-epoll",
+    include_str!("../../../peers/bench_raw_epoll.c"),
+);
+
 /// evq's version of the chain; returns (µs per run for each rep, total reads).
 pub fn run_evq(
     kind: BackendKind,
@@ -63,9 +71,12 @@ pub fn run_evq(
     Ok((times, chain.total_reads))
 }
 
-/// Compiles a peer program; `Err` says why it cannot run here.
+/// Compiles a peer program (`libs`: `-lfoo`, `pkg-config:NAME`, or empty for
+/// none); `Err` says why it cannot run here.
 pub fn build_peer(dir: &Path, name: &str, source: &str, libs: &str) -> Result<PathBuf, String> {
-    let flags: Vec<String> = if let Some(pkg) = libs.strip_prefix("pkg-config:") {
+    let flags: Vec<String> = if libs.is_empty() {
+        Vec::new()
+    } else if let Some(pkg) = libs.strip_prefix("pkg-config:") {
         let out = Command::new("pkg-config")
             .args(["--cflags", "--libs", pkg])
             .output()
@@ -248,6 +259,13 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
     let peer_dir = ctx.out_dir.join("peers-build");
     let mut skipped = Vec::new();
     let mut c_peers = Vec::new();
+    let floor = match build_peer(&peer_dir, FLOOR.0, FLOOR.1, "") {
+        Ok(bin) => Some(bin),
+        Err(why) => {
+            skipped.push(format!("{} skipped: {why}", FLOOR.0));
+            None
+        }
+    };
     for (name, src, libs) in PEERS {
         match build_peer(&peer_dir, name, src, libs) {
             Ok(bin) => c_peers.push((name.to_string(), bin)),
@@ -265,6 +283,7 @@ pub(super) fn run(plan: Plan, ctx: &Ctx) -> io::Result<Records> {
             .map(|(name, bin)| Contender::C(name.clone(), bin.clone())),
     );
     contenders.extend(RustPeer::ALL.iter().map(|&p| Contender::Rust(p)));
+    contenders.extend(floor.map(|bin| Contender::C(FLOOR.0.into(), bin)));
     let pairs = |n: &usize| plan.actives.iter().filter(|&&a| a <= *n).count();
     ctx.expect(plan.ns.iter().map(pairs).sum());
     let mut points = Vec::new();

@@ -2,7 +2,10 @@
 //! socketpairs, `a` active, `w` writes chained from each readable pipe to the
 //! next; time per run. evq on every backend beside libev, libevent and libuv
 //! (C programs in `peers/`, compiled at run time against Debian's packages) and
-//! the Rust crates mio and polling ([`crate::bench_rust_peers`], built in).
+//! the Rust crates mio and polling ([`crate::bench_rust_peers`], built in), and
+//! the floor: the same chain on a bare epoll loop in C with no library
+//! (`raw-epoll`), so the report can say what each library adds to the kernel's
+//! work and how much any library could still gain over the fastest.
 //!
 //! Registration happens once, outside the timed part, for every contender alike;
 //! the first repetition of each run is a warm-up and is dropped.
@@ -10,7 +13,7 @@
 mod judge;
 mod measure;
 
-pub use measure::{build_peer, chain_json, run_evq, run_evq_child, run_peer, PEERS};
+pub use measure::{build_peer, chain_json, run_evq, run_evq_child, run_peer, FLOOR, PEERS};
 
 use crate::experiment::{Ctx, Experiment, Judged, RunSize};
 use serde::{Deserialize, Serialize};
@@ -92,14 +95,20 @@ impl Experiment for BenchC {
     fn plan(&self, size: RunSize) -> Plan {
         // A run of the chain takes ~250 µs: bench.c's 25 of them are 6 ms a
         // contender, and medians of so little swung by ±10% from one lab run
-        // to the next (n=100, a=1 read 0.74, 1.20 and 1.10). Hundreds of runs
-        // in six interleaved rounds cost seconds.
+        // to the next (n=100, a=1 read 0.74, 1.20 and 1.10). Hundreds of runs,
+        // in many short rounds: this machine has slow phases of a few hundred
+        // milliseconds (the bare C loop alone, 3,000 runs in a row: 1,100 of
+        // them ~11% slower, back to back), and with six rounds of ~20 runs a
+        // phase fell on a few contenders' turns only (quick lab, three runs:
+        // the bare loop read 408 µs where it reads 312, evq 372). Thirty
+        // rounds of four spread a phase over every contender's turns, for a
+        // process start per turn (a few ms).
         let (ns, actives, w, reps) = size.pick(
             (vec![10, 50], vec![1], 10, 2usize),
             (vec![100, 1000], vec![1, 100], 100, 120),
             (vec![100, 1000, 5000], vec![1, 10, 100], 100, 300),
         );
-        let rounds = size.pick(1, 6, 6);
+        let rounds = size.pick(1, 30, 50);
         Plan {
             ns,
             actives,

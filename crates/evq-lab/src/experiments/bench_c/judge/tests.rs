@@ -2,7 +2,7 @@
 //! have nothing to judge.
 
 use super::*;
-use crate::experiment::testing::{recorded, verdict};
+use crate::experiment::testing::{check, recorded, verdict};
 use crate::experiments::bench_c::BenchC;
 use crate::verdict::Verdict::{self, Differs, Holds, NotMeasured};
 use crate::Experiment;
@@ -39,12 +39,16 @@ fn all_at(r: &mut Records, us: f64) {
 fn the_recorded_run_is_judged_claim_by_claim() {
     let r = records();
     let j = BenchC.judge(&r);
-    assert_eq!(j.checks.len(), 3);
+    assert_eq!(j.checks.len(), 4);
     assert_eq!(j.figures.len(), r.plan.actives.len());
     assert!(
         r.c_peers.len() == 3,
         "the recorded run had libev, libevent and libuv: {:?}",
         r.c_peers
+    );
+    assert!(
+        !r.c_peers.iter().any(|p| p == FLOOR),
+        "the bare loop is not a peer"
     );
 }
 
@@ -86,6 +90,42 @@ fn evq_against_the_fastest_c_peer_at_every_point() {
     assert_eq!(judged(&r, VS_C), Differs, "105 / 99 > 1.05");
     r.c_peers.clear();
     assert_eq!(judged(&r, VS_C), NotMeasured, "no C peer built");
+}
+
+/// The bare loop is never the "best peer", however fast, and each point's line
+/// says where it stands against the peer that is.
+#[test]
+fn the_bare_loop_is_shown_beside_the_peers_but_not_one_of_them() {
+    let mut r = records();
+    all_at(&mut r, 100.0);
+    let lo = r.plan.ns[0];
+    set(&mut r, FLOOR, lo, 1, 50.0);
+    let j = BenchC.judge(&r);
+    assert_eq!(verdict(&j, VS_C), Holds, "evq 100 against peers at 100");
+    let line = &check(&j, VS_C).measured;
+    assert!(
+        line.contains(&format!("n={lo} a=1: evq-epoll / best peer ("))
+            && line.contains("= 1.00 (raw-epoll: 0.50)"),
+        "{line}"
+    );
+    without(&mut r, FLOOR);
+    let line = check(&BenchC.judge(&r), VS_C).measured.clone();
+    assert!(!line.contains("raw-epoll"), "{line}");
+}
+
+#[test]
+fn evq_against_the_bare_loop_at_every_point() {
+    let mut r = records();
+    all_at(&mut r, 100.0);
+    for p in r.points.iter_mut().filter(|p| p.contender == "evq-epoll") {
+        p.us_per_run = 105.0;
+    }
+    assert_eq!(judged(&r, VS_FLOOR), Holds, "5% over the floor is allowed");
+    let hi = *r.plan.ns.last().unwrap();
+    set(&mut r, FLOOR, hi, 1, 99.0);
+    assert_eq!(judged(&r, VS_FLOOR), Differs, "105 / 99 > 1.05");
+    without(&mut r, FLOOR);
+    assert_eq!(judged(&r, VS_FLOOR), NotMeasured, "the floor did not build");
 }
 
 #[test]
