@@ -87,14 +87,13 @@ fn corpus_through_handle_request() {
             replay(&input[..cut], &files);
         }
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
 fn corpus_against_live_servers() {
     let root = docroot("corpus-live");
     let mut files_cfg = config(None);
-    files_cfg.root = Some(root.clone());
+    files_cfg.root = Some(root.to_path_buf());
     files_cfg.header_timeout = Duration::from_millis(300);
     let files = start(&files_cfg);
     let mut fixed_cfg = config(None);
@@ -135,7 +134,6 @@ fn corpus_against_live_servers() {
     ));
     files.stop();
     fixed.stop();
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// A dependency-free stand-in for the fuzzer in CI: byte-level mutations of the
@@ -219,5 +217,4 @@ fn mutated_corpus_never_panics() {
             replay(&input, site);
         }
     }
-    let _ = std::fs::remove_dir_all(&root);
 }

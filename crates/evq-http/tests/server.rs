@@ -103,7 +103,7 @@ fn static_files_statuses_and_headers() {
     let root = docroot("static");
     for kind in backends() {
         let mut cfg = config(Some(kind));
-        cfg.root = Some(root.clone());
+        cfg.root = Some(root.to_path_buf());
         let server = start(&cfg);
         let a = server.addr();
         let r = get(a, "GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
@@ -211,7 +211,6 @@ fn static_files_statuses_and_headers() {
         let report = server.stop();
         assert!(report.responses_with(403) >= 7, "{report}");
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
@@ -493,7 +492,7 @@ fn every_backend_in_every_delivery_mode_it_has() {
             server.stop();
             // Static files: sendfile bodies larger than the socket buffer need
             // write readiness in each mode.
-            cfg.root = Some(root.clone());
+            cfg.root = Some(root.to_path_buf());
             let server = start(&cfg);
             let mut c = Client::connect(server.addr());
             c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -510,7 +509,6 @@ fn every_backend_in_every_delivery_mode_it_has() {
             server.stop();
         }
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
@@ -524,7 +522,7 @@ fn every_backend_name_parses() {
 fn open_file_cache_revalidates_after_a_second() {
     let root = docroot("cache");
     let mut cfg = config(None);
-    cfg.root = Some(root.clone());
+    cfg.root = Some(root.to_path_buf());
     let server = start(&cfg);
     let a = server.addr();
     let req = "GET /sub/a.txt HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -554,7 +552,6 @@ fn open_file_cache_revalidates_after_a_second() {
         404
     );
     server.stop();
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// Servers on every backend at once in one process, each closing thousands of
@@ -614,7 +611,7 @@ fn truncate(path: &std::path::Path, len: u64) {
 fn a_file_truncated_under_the_cache_is_served_as_it_is_now() {
     let root = docroot("truncate");
     let mut cfg = config(None);
-    cfg.root = Some(root.clone());
+    cfg.root = Some(root.to_path_buf());
     cfg.file_cache_valid = Duration::from_secs(3600);
     let server = start(&cfg);
     for (size, cut) in [(12usize, 5usize), (20 << 10, 100), (2 << 20, 100)] {
@@ -638,7 +635,6 @@ fn a_file_truncated_under_the_cache_is_served_as_it_is_now() {
         assert_eq!(c.response(false).unwrap().body.len(), cut);
     }
     server.stop();
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// A file that shrinks while it is being sent: its head (and the length in it)
@@ -659,7 +655,7 @@ fn a_file_that_shrinks_while_it_is_sent_ends_in_a_reset() {
         let size = 16usize << 20;
         std::fs::write(root.join("big16.bin"), vec![9u8; size]).unwrap();
         let mut cfg = config(None);
-        cfg.root = Some(root.clone());
+        cfg.root = Some(root.to_path_buf());
         cfg.sendfile = sendfile;
         let server = start(&cfg);
         // A small receive buffer: at most a few MiB (the server's send buffer)
@@ -713,7 +709,6 @@ fn a_file_that_shrinks_while_it_is_sent_ends_in_a_reset() {
         // The server is unharmed.
         assert_eq!(get(server.addr(), REQ).unwrap().status, 200);
         server.stop();
-        let _ = std::fs::remove_dir_all(&root);
     }
 }
 

@@ -236,8 +236,10 @@ pub fn eventually(mut f: impl FnMut() -> bool) -> bool {
 }
 
 /// A document root with files, a subdirectory without index, and symlinks
-/// inside and out of the root.
-pub fn docroot(name: &str) -> PathBuf {
+/// inside and out of the root; removed, with the file outside it, when dropped
+/// (also when the test fails), so test runs leave nothing in the temporary
+/// directory.
+pub fn docroot(name: &str) -> Docroot {
     let dir = std::env::temp_dir().join(format!("evq-http-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("sub/empty")).unwrap();
@@ -250,7 +252,36 @@ pub fn docroot(name: &str) -> PathBuf {
     std::os::unix::fs::symlink(&outside, dir.join("escape")).unwrap();
     std::os::unix::fs::symlink("sub/a.txt", dir.join("inside-link")).unwrap();
     std::os::unix::fs::symlink("/etc", dir.join("etc")).unwrap();
-    dir
+    Docroot(dir)
+}
+
+/// [`docroot`]'s directory, removed when dropped.
+pub struct Docroot(PathBuf);
+
+impl std::ops::Deref for Docroot {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Docroot {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Docroot {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Docroot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_file(self.0.with_extension("outside"));
+    }
 }
 
 /// Sends a request head too large for any server (32 MiB of one field, more
