@@ -1553,7 +1553,18 @@ impl CompletionRelay {
         if !ex.keep_alive {
             cl.close_after = true;
         }
-        let reusable = ex.origin_reusable;
+        // Answered before the body was all here: the rest is not a request
+        // (`Exchange::body_left_behind`).
+        let left_behind = ex.body_left_behind();
+        if left_behind {
+            self.report.answered_before_body += 1;
+            cl.close_after = true;
+            cl.linger_after = !cl.sock.input_ended;
+            if let Some(io) = cl.io.as_mut() {
+                io.input.clear();
+            }
+        }
+        let reusable = ex.origin_reusable && !left_behind;
         // Stopping, an idle client waits `STOP_IDLE_WAIT` at most.
         let idle = match self.stopping {
             Some(_) => self.cfg.idle_timeout.min(sys::STOP_IDLE_WAIT),

@@ -170,6 +170,20 @@ impl Exchange {
         rest.advance(buffered).is_err() || !rest.is_done()
     }
 
+    /// The response is complete but the request body is not: the origin
+    /// answered without waiting for it. What the client still sends of that
+    /// body must not be read as its next request — a body is the client's to
+    /// fill, and one holding `GET /admin HTTP/1.1` would reach the origin as
+    /// a request of its own (request smuggling) — nor go to the origin,
+    /// whose connection may then carry no other request. So the client's
+    /// connection closes after the response (its head says so: `keep_alive`
+    /// turned false when it was relayed), lingering so that the response is
+    /// not lost to a reset while the client still sends, with its buffered
+    /// input dropped; and the origin's connection closes.
+    pub(crate) fn body_left_behind(&self) -> bool {
+        self.resp_head && self.resp_body.is_done() && !self.req_body.is_done()
+    }
+
     /// Relays what it can of the origin's bytes in `input` (`full`: the buffer
     /// holding them has no room for more) to `out`, the client's output:
     /// interim responses the client may see, the final head rewritten, then
@@ -199,7 +213,13 @@ impl Exchange {
                 // §15.2), and `100 Continue` only one that asked for it.
                 let pass =
                     !interim || (!self.http10 && (head.status != 100 || self.expects_continue));
-                if !interim && (head.framing == Framing::UntilClose || stopping) {
+                // A final answer before the whole request body is here (a
+                // 401, 405 or 413 sent without reading it) ends the exchange
+                // with the rest of the body still to come: the client's
+                // connection closes after it (see `body_left_behind`).
+                if !interim
+                    && (head.framing == Framing::UntilClose || stopping || !self.req_body.is_done())
+                {
                     self.keep_alive = false;
                 }
                 if pass {
@@ -384,5 +404,43 @@ mod tests {
         let (_, step) =
             Exchange::default().relay_response(b"garbage\r\n\r\n", false, false, &mut out);
         assert_eq!(step, Step::BadHead);
+    }
+
+    /// A final answer before the body is all here closes the client's
+    /// connection after it (the head says so) and leaves the body behind; an
+    /// interim answer does neither, and an answer after the whole body keeps
+    /// the connection.
+    #[test]
+    fn an_answer_before_the_whole_body_closes_and_leaves_the_body_behind() {
+        let post = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+        let answer = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n";
+        let (mut ex, mut sent, mut out) = (Exchange::default(), Vec::new(), Vec::new());
+        assert!(matches!(
+            ex.begin(post, false, false, &mut sent),
+            Begin::Started(_)
+        ));
+        assert_eq!(ex.pump_body(b"abc", &mut out), Ok(3));
+        let cont = b"HTTP/1.1 100 Continue\r\n\r\n";
+        assert_eq!(
+            ex.relay_response(cont, false, false, &mut out).1,
+            Step::More
+        );
+        assert!(ex.keep_alive && !ex.body_left_behind(), "an interim answer");
+        let mut to_client = Vec::new();
+        let (_, step) = ex.relay_response(answer, false, false, &mut to_client);
+        assert_eq!(step, Step::Done);
+        assert!(!ex.keep_alive && ex.body_left_behind());
+        let text = String::from_utf8_lossy(&to_client);
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+        // The same answer after the whole body: kept alive, nothing behind.
+        let (mut ex, mut out) = (Exchange::default(), Vec::new());
+        assert!(matches!(
+            ex.begin(post, false, false, &mut sent),
+            Begin::Started(_)
+        ));
+        assert_eq!(ex.pump_body(b"0123456789GET", &mut out), Ok(10));
+        let (_, step) = ex.relay_response(answer, false, false, &mut out);
+        assert_eq!(step, Step::Done);
+        assert!(ex.keep_alive && !ex.body_left_behind());
     }
 }

@@ -992,7 +992,16 @@ impl Relay {
         if !c.ex.keep_alive {
             c.close_after = true;
         }
-        let reusable = c.ex.origin_reusable;
+        // Answered before the body was all here: the rest is not a request
+        // (`Exchange::body_left_behind`).
+        let left_behind = c.ex.body_left_behind();
+        if left_behind {
+            self.report.answered_before_body += 1;
+            c.close_after = true;
+            c.linger_after = !c.eof;
+            c.in_len = 0;
+        }
+        let reusable = c.ex.origin_reusable && !left_behind;
         // Stopping, an idle client waits `STOP_IDLE_WAIT` at most (begin_stop).
         let idle = match self.stopping {
             Some(_) => self.cfg.idle_timeout.min(sys::STOP_IDLE_WAIT),

@@ -410,6 +410,11 @@ pub struct ProxyReport {
     pub bad_gateway: u64,
     /// 504 answers (origin did not answer in time).
     pub gateway_timeout: u64,
+    /// Responses the origin finished before the request body had all come
+    /// (a 401, 405 or 413 sent without reading it): the rest of the body is
+    /// dropped, never read as a request, and the client's connection closes
+    /// after the response.
+    pub answered_before_body: u64,
     /// New connections to the origin.
     pub origin_connects: u64,
     /// Exchanges that reused a pooled origin connection.
@@ -443,10 +448,11 @@ impl std::fmt::Display for ProxyReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} accepts, {} requests, {} relayed, {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused, {} idle reclaimed, {} listener failures; overload: {} admitted, refused {} (seed001 {}, queue delay {}, deadline {}, listen queue reset {}), {} pulses not listening for {:.3} s, {} served late",
+            "{} accepts, {} requests, {} relayed ({} before the request body ended), {} bad requests, {} 502, {} 504, {} origin connects, {} reuses, {} retries, {} stale pooled, {} refused, {} idle reclaimed, {} listener failures; overload: {} admitted, refused {} (seed001 {}, queue delay {}, deadline {}, listen queue reset {}), {} pulses not listening for {:.3} s, {} served late",
             self.accepts,
             self.requests,
             self.relayed,
+            self.answered_before_body,
             self.bad_requests,
             self.bad_gateway,
             self.gateway_timeout,

@@ -1209,3 +1209,140 @@ fn body_cut_short(io: IoModel) {
     assert_eq!(report.relayed, 2, "{report}");
     assert_eq!(report.bad_requests, 0, "{report}");
 }
+
+on_both_models!(
+    answered_before_body: the_rest_of_a_body_answered_early_is_never_read_as_a_request,
+    the_rest_of_a_body_answered_early_is_never_read_as_a_request_on_completions
+);
+
+/// An origin that answers a POST at once, without reading its body (as a
+/// 401, 405 or 413 is often sent), and keeps the connection open as if it
+/// could carry another request; it answers a GET with "hello". It reports
+/// every request line it reads and, for a POST's connection, how many bytes
+/// came after the head before the connection ended.
+fn early_answering_origin() -> (SocketAddr, std::sync::mpsc::Receiver<String>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let (Ok(mut s), tx) = (s, tx.clone()) else {
+                return;
+            };
+            std::thread::spawn(move || {
+                let (mut buf, mut tmp) = (Vec::new(), [0u8; 65536]);
+                loop {
+                    let (line, n) = loop {
+                        let mut headers = [httparse::EMPTY_HEADER; 32];
+                        let mut req = httparse::Request::new(&mut headers);
+                        if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
+                            let line = format!("{} {}", req.method.unwrap(), req.path.unwrap());
+                            break (line, n);
+                        }
+                        match s.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+                        }
+                    };
+                    buf.drain(..n);
+                    let _ = tx.send(line.clone());
+                    if line.starts_with("POST") {
+                        s.write_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnope")
+                            .unwrap();
+                        let mut after = buf.len();
+                        while let Ok(k @ 1..) = s.read(&mut tmp) {
+                            after += k;
+                        }
+                        let _ = tx.send(format!(
+                            "POST connection ended, {after} bytes after its head"
+                        ));
+                        return;
+                    }
+                    s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+                        .unwrap();
+                }
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// The origin answers before the request body is all here; the client sends
+/// the rest afterwards, and the rest looks like a request. It must not be
+/// read as one — neither answered to the client nor sent to the origin
+/// (request smuggling: before the fix both proxies relayed the smuggled
+/// request to the origin and its answer to the client). The client's
+/// connection closes after the answer, which says so, with the client's
+/// late body drained rather than answered by a reset; the origin's
+/// connection is closed, not pooled, since its request never ended; and the
+/// next client is served on a fresh one.
+fn answered_before_body(io: IoModel) {
+    let (origin, seen) = early_answering_origin();
+    let Some(proxy) = proxy_to(io, origin) else {
+        return;
+    };
+    let smuggled = b"GET /smuggled HTTP/1.1\r\nHost: o\r\n\r\n";
+    let mut body = smuggled.repeat(3000);
+    let len = body.len();
+    // The head and a first part of the body, which starts like a request too
+    // (the origin gets it as body, or not at all: it answered already).
+    let first = smuggled.len() * 30;
+    let mut c = Client::connect(proxy.addr());
+    let mut req =
+        format!("POST /up HTTP/1.1\r\nHost: o\r\nContent-Length: {len}\r\n\r\n").into_bytes();
+    req.extend_from_slice(&body[..first]);
+    c.send(&req);
+    let r = c.response(false).expect("the origin's answer");
+    assert_eq!(r.status, 401, "{io:?}");
+    assert_eq!(r.body, b"nope");
+    assert_eq!(
+        r.header("connection"),
+        Some("close"),
+        "{io:?}: {:?}",
+        r.headers
+    );
+    // The rest of the body, starting on a request line, then the client's end.
+    body.drain(..first);
+    let rest = &smuggled[..];
+    assert!(body.starts_with(rest));
+    c.send(&body);
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut after = Vec::new();
+    let end = c.stream.read_to_end(&mut after);
+    assert!(
+        end.is_ok() && after.is_empty(),
+        "{io:?}: after the answer the client got {:?} then {end:?}",
+        String::from_utf8_lossy(&after)
+    );
+    // The origin saw the POST, then its connection end with at most the
+    // first part of the body: nothing sent after the answer.
+    assert_eq!(
+        seen.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "POST /up"
+    );
+    let ended = seen
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("{io:?}: the POST's origin connection was kept open"));
+    let after_head: usize = ended
+        .strip_prefix("POST connection ended, ")
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{ended}"));
+    assert!(after_head <= first, "{io:?}: {ended}");
+    // The next client: served, on a new origin connection.
+    let r = get(proxy.addr(), "GET /next HTTP/1.1\r\nHost: o\r\n\r\n").expect("served");
+    assert_eq!((r.status, &r.body[..]), (200, &b"hello"[..]));
+    assert_eq!(
+        seen.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "GET /next"
+    );
+    assert!(
+        seen.try_recv().is_err(),
+        "{io:?}: the origin saw more than two requests"
+    );
+    let report = proxy.stop();
+    assert_eq!(report.relayed, 2, "{report}");
+    assert_eq!(report.answered_before_body, 1, "{report}");
+    assert_eq!(report.origin_connects, 2, "{report}");
+    assert_eq!(report.bad_requests, 0, "{report}");
+}
