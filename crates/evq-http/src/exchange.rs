@@ -119,6 +119,12 @@ impl Exchange {
         let Ok((bh, req_body)) = framed else {
             return Begin::Refused(400);
         };
+        // Transfer-Encoding in an HTTP/1.0 request: its framing is faulty
+        // (RFC 9112 §6.1), and a 1.0 origin behind would read the chunked
+        // body as requests of its own.
+        if req.version == Some(0) && bh.has_transfer_encoding {
+            return Begin::Refused(400);
+        }
         sent_head.clear();
         if let Err(status) = forward_request(&req, sent_head) {
             return Begin::Refused(status);
@@ -381,6 +387,22 @@ mod tests {
         );
         let both = b"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
         assert_eq!(ex.begin(both, false, false, &mut head), Begin::Refused(400));
+        let twice =
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(
+            ex.begin(twice, false, false, &mut head),
+            Begin::Refused(400)
+        );
+        let coded_10 = b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert_eq!(
+            ex.begin(coded_10, false, false, &mut head),
+            Begin::Refused(400)
+        );
+        let plain_10 = b"POST / HTTP/1.0\r\nContent-Length: 0\r\n\r\n";
+        assert!(matches!(
+            ex.begin(plain_10, false, false, &mut head),
+            Begin::Started(_)
+        ));
     }
 
     #[test]

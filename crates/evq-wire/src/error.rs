@@ -18,6 +18,9 @@ pub enum FramingError {
     /// Both `Transfer-Encoding` and `Content-Length`, refused where a peer behind us
     /// could frame the message the other way (RFC 9112 §6.3, request smuggling).
     LengthWithTransferEncoding,
+    /// `chunked` named more than once in `Transfer-Encoding`, refused where a
+    /// peer could unwrap it a different number of times (RFC 9112 §6.1).
+    ChunkedTwice,
     /// A request whose `Transfer-Encoding` does not end in `chunked`: its length
     /// cannot be known (RFC 9112 §6.3: 400, then close).
     TransferEncodingNotChunked,
@@ -49,6 +52,7 @@ impl fmt::Display for FramingError {
             FramingError::LengthWithTransferEncoding => {
                 f.write_str("both Transfer-Encoding and Content-Length")
             }
+            FramingError::ChunkedTwice => f.write_str("chunked applied more than once"),
             FramingError::TransferEncodingNotChunked => {
                 f.write_str("Transfer-Encoding does not end in chunked")
             }

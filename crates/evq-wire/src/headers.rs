@@ -16,6 +16,11 @@ pub struct BodyHeaders {
     pub close: bool,
     /// `Connection: keep-alive` seen.
     pub keep_alive: bool,
+    /// Times `chunked` is named across the `Transfer-Encoding` field lines.
+    /// More than once (`chunked, chunked`, or a line each) is refused by
+    /// [`BodyHeaders::finish`]: RFC 9112 §6.1 forbids applying it twice, and
+    /// peers differ on whether to unwrap it once or twice.
+    pub chunked_named: u32,
 }
 
 impl BodyHeaders {
@@ -55,11 +60,17 @@ impl BodyHeaders {
             }
             self.length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            self.has_transfer_encoding = true;
             // Chunked must be the final coding to frame the message; a later
             // field line's codings come after an earlier one's.
+            let is_chunked = |c: &[u8]| c.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            let named = value
+                .split(|&b| b == b',')
+                .filter(|c| is_chunked(c))
+                .count();
+            self.chunked_named = self.chunked_named.saturating_add(named as u32);
+            self.has_transfer_encoding = true;
             let last = value.rsplit(|&b| b == b',').next().unwrap_or(b"");
-            self.chunked = last.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            self.chunked = is_chunked(last);
         } else if name.eq_ignore_ascii_case(b"connection") {
             self.close |= has_token(value, "close");
             self.keep_alive |= has_token(value, "keep-alive");
@@ -74,10 +85,15 @@ impl BodyHeaders {
     /// # Errors
     /// When `strictness` is [`Strictness::Strict`], `Transfer-Encoding`
     /// together with `Content-Length` (RFC 9112 §6.3 item 3: a smuggling shape,
-    /// refused rather than framed one way while a peer frames it the other).
+    /// refused rather than framed one way while a peer frames it the other),
+    /// and `chunked` named more than once (§6.1; a peer unwrapping it twice
+    /// would take the body's first chunk for the framing of the rest).
     pub fn finish(&self, strictness: Strictness) -> Result<(), FramingError> {
         if strictness == Strictness::Strict && self.has_transfer_encoding && self.length.is_some() {
             return Err(FramingError::LengthWithTransferEncoding);
+        }
+        if strictness == Strictness::Strict && self.chunked_named > 1 {
+            return Err(FramingError::ChunkedTwice);
         }
         Ok(())
     }
@@ -192,6 +208,30 @@ mod tests {
             read(&both, strict),
             Err(FramingError::LengthWithTransferEncoding)
         );
+        // Chunked twice, on one line or two, even with a coding between.
+        for twice in [
+            &[("Transfer-Encoding", "chunked, chunked")][..],
+            &[
+                ("Transfer-Encoding", "chunked"),
+                ("Transfer-Encoding", "Chunked"),
+            ],
+            &[
+                ("Transfer-Encoding", "chunked, gzip"),
+                ("Transfer-Encoding", "chunked"),
+            ],
+        ] {
+            assert_eq!(
+                read(twice, strict),
+                Err(FramingError::ChunkedTwice),
+                "{twice:?}"
+            );
+            assert!(read(twice, Strictness::Lenient).unwrap().chunked);
+        }
+        let once = [
+            ("Transfer-Encoding", "gzip"),
+            ("Transfer-Encoding", "chunked"),
+        ];
+        assert_eq!(read(&once, strict).unwrap().chunked_named, 1);
         // A client lets Transfer-Encoding override the length.
         let bh = read(&both, Strictness::Lenient).unwrap();
         assert_eq!(
