@@ -19,6 +19,8 @@
 //! | `/close` | close after reading the request, no answer |
 //! | `/reset` | reset (`SO_LINGER` 0) after reading the request |
 //! | `/post-once` | prints `received ID` on stdout, then closes without answering |
+//! | `/early` | 401 at once, before the request's body (keep-alive, as if the connection could go on); then reads to the end |
+//! | `/smuggled` | 200 `smuggled` (a request only a body answered early could carry) |
 //!
 //! Anything else: 404.
 
@@ -111,6 +113,11 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Option<Reque
                     id,
                     close,
                 };
+                // `/early` is answered before its body: the body is left
+                // unread, wherever it is.
+                if r.path == "/early" {
+                    len = 0;
+                }
                 while buf.len() < n + len {
                     let k = s.read(&mut chunk)?;
                     if k == 0 {
@@ -216,6 +223,16 @@ fn serve(mut s: TcpStream) -> io::Result<()> {
             "/reset" => {
                 socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO))?;
                 return Ok(());
+            }
+            "/early" => {
+                s.write_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 5\r\n\r\nnope\n")?;
+                // The request never ended here: the connection cannot carry
+                // another, and the proxy must close it.
+                drain(&mut s);
+                return Ok(());
+            }
+            "/smuggled" => {
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nsmuggled\n")?;
             }
             "/post-once" => {
                 ledger(&format!("received {} {}", req.method, req.id));

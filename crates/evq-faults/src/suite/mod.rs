@@ -184,6 +184,11 @@ pub fn faults() -> Vec<Fault> {
     ));
     all.push(f("origin-stall", Target::Proxy, origin_faults::stall));
     all.push(f("origin-garbage", Target::Proxy, origin_faults::garbage));
+    all.push(f(
+        "origin-answers-early",
+        Target::Proxy,
+        origin_faults::answers_early,
+    ));
     all.push(f(load::FAULTS[0], Target::Load, load::crash));
     all.push(f(load::FAULTS[1], Target::Load, load::stall));
     all.push(f(load::FAULTS[2], Target::Load, load::garbage));
@@ -203,6 +208,7 @@ pub fn faults() -> Vec<Fault> {
     all.push(f("origin-crash-restart", t, origin_faults::crash_restart));
     all.push(f("origin-stall", t, origin_faults::stall));
     all.push(f("origin-garbage", t, origin_faults::garbage));
+    all.push(f("origin-answers-early", t, origin_faults::answers_early));
     all
 }
 

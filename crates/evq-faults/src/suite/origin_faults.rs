@@ -263,6 +263,112 @@ pub(crate) fn garbage(cfg: &SuiteConfig, target: Target) -> FaultRow {
     })
 }
 
+/// Bytes of the body a hostile client announces for `/early`.
+const EARLY_BODY: usize = 64 * 1024;
+
+/// Hostile clients whose request the origin answers before its body; the
+/// body, sent after the answer, starts with a request of its own.
+pub(crate) fn answers_early(cfg: &SuiteConfig, target: Target) -> FaultRow {
+    let rate = cfg.size.pick(20.0, 50.0);
+    let injected = format!(
+        "{rate:.0}/s clients POST /early with a {} KiB body; the origin answers 401 at once, before the body; the client then sends the body, which starts with `GET /smuggled HTTP/1.1` (request smuggling: read as the client's next request, it would reach the origin and its 200 the client)",
+        EARLY_BODY / 1024
+    );
+    let trial = match Trial::proxy(cfg, target, "origin-answers-early", injected, &[]) {
+        Ok(t) => t,
+        Err(e) => return super::not_run(target, "origin-answers-early", e),
+    };
+    let addr = trial.addr();
+    let fault = Repeat::new(2, Duration::from_secs_f64(2.0 / rate), move |t: &Tally| {
+        let mut s = match peer::connect(HOSTILE_SOURCE, addr, Duration::from_secs(10)) {
+            Ok(s) => s,
+            Err(e) => {
+                t.add("connect failed");
+                t.note(format!("connect: {e}"));
+                return;
+            }
+        };
+        let head = format!(
+            "POST /early HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {EARLY_BODY}\r\n\r\n"
+        );
+        if s.write_all(head.as_bytes()).is_err() {
+            t.add("request not sent");
+            return;
+        }
+        let mut reader = ResponseReader::new();
+        let (ok, what) = early_outcome(&mut s, &mut reader);
+        if ok {
+            t.add("handled");
+        } else {
+            t.add("mishandled");
+            t.note(what);
+        }
+    });
+    super::clients::repeated(trial, &[], fault, Duration::from_secs(10), |t, trial| {
+        trial.check(Check::new(
+            "the early answer came with Connection: close, and the rest of the body was never read as a request: no second response, the connection closed",
+            t.get("mishandled") == 0 && t.get("handled") > 0,
+            t.describe(),
+        ));
+    })
+}
+
+/// One hostile client's exchange after its head went out: the early answer,
+/// then the body that starts like a request, then what came back.
+fn early_outcome(s: &mut std::net::TcpStream, reader: &mut ResponseReader) -> (bool, String) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    match reader.read(s, "POST") {
+        Ok(r) if r.status == 401 && r.close => {}
+        Ok(r) => {
+            return (
+                false,
+                format!(
+                    "the early answer: status {}, Connection: close {}",
+                    r.status, r.close
+                ),
+            )
+        }
+        Err(e) => return (false, format!("the early answer: {e}")),
+    }
+    let mut body = b"GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec();
+    body.resize(EARLY_BODY, b'b');
+    // The proxy may have closed already (it need not read a body it will
+    // not forward): a failed send is no fault.
+    if s.write_all(&body).is_ok() {
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    }
+    let mut extra = reader.leftover().to_vec();
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    let mut b = [0u8; 4096];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => extra.extend_from_slice(&b[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return (
+                    false,
+                    "the connection stayed open 3 s after the body, though its answer said close"
+                        .into(),
+                )
+            }
+            // A reset after the answer: closed, nothing more answered.
+            Err(_) => break,
+        }
+    }
+    if extra.is_empty() {
+        (true, String::new())
+    } else {
+        let shown = String::from_utf8_lossy(&extra[..extra.len().min(80)]).into_owned();
+        (false, format!("after the early answer came {shown:?}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,5 +397,51 @@ mod tests {
         assert!(!garbage_outcome("/garbage-chunked", hang, b"").0);
         assert!(garbage_outcome("/smuggle", ok(200, b"first\n"), b"").0);
         assert!(!garbage_outcome("/smuggle", ok(200, b"first\n"), b"HTTP/1.1 200").0);
+    }
+
+    /// The hostile client's verdict against a scripted proxy: the answer it
+    /// owes (401 with close, then the end) passes; the smuggled shapes — no
+    /// close, a second response, a connection kept open — do not.
+    #[test]
+    fn early_outcomes_are_judged() {
+        use std::io::{Read, Write};
+        let judge = |reply: &'static [u8], then_close: bool| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let proxy = std::thread::spawn(move || {
+                let (mut c, _) = l.accept().unwrap();
+                let mut head = [0u8; 256];
+                let _ = c.read(&mut head).unwrap();
+                c.write_all(reply).unwrap();
+                // Take the body, as a lingering close does.
+                let mut got = 0;
+                let mut b = [0u8; 65536];
+                while got < EARLY_BODY {
+                    match c.read(&mut b) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got += n,
+                    }
+                }
+                if !then_close {
+                    std::thread::sleep(Duration::from_secs(4));
+                }
+            });
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.write_all(b"POST /early HTTP/1.1\r\n\r\n").unwrap();
+            let verdict = early_outcome(&mut s, &mut ResponseReader::new());
+            drop(s);
+            proxy.join().unwrap();
+            verdict
+        };
+        let owed: &[u8] =
+            b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 5\r\nConnection: close\r\n\r\nnope\n";
+        assert!(judge(owed, true).0);
+        let kept: &[u8] = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 5\r\n\r\nnope\n";
+        assert!(!judge(kept, true).0, "no close");
+        let smuggled: &[u8] = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 5\r\nConnection: close\r\n\r\nnope\nHTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nsmuggled\n";
+        let (ok, what) = judge(smuggled, true);
+        assert!(!ok && what.contains("smuggled"), "{what}");
+        let (ok, what) = judge(owed, false);
+        assert!(!ok && what.contains("stayed open"), "{what}");
     }
 }

@@ -11,7 +11,7 @@ use evq_faults::FaultRow;
 
 /// One claim per row of `evq faults`, in its order; each starts with the
 /// row's id (a test keeps the two lists in step).
-pub(super) const FAULT_CLAIMS: [&str; 53] = [
+pub(super) const FAULT_CLAIMS: [&str; 55] = [
     "serve/reset-mid-request: clients that reset mid-request leave evq serve up, its live clients at ≥ 95% of their throughput, descriptors and memory at their baseline and the CPU idle afterwards",
     "serve/reset-mid-response: clients that reset mid-response (8 MiB file) leave evq serve up, live clients at ≥ 95%, descriptors and memory back, CPU idle",
     "serve/vanish: clients that vanish without FIN or RST are reclaimed by evq serve's timeouts; live clients at ≥ 95%, descriptors and memory back, CPU idle",
@@ -36,6 +36,7 @@ pub(super) const FAULT_CLAIMS: [&str; 53] = [
     "proxy/origin-crash-restart: the origin killed mid-run gives prompt 502s (no hangs), and evq proxy serves again within 1 s of a restart at ≥ 95% of its throughput before the crash",
     "proxy/origin-stall: an origin that never answers gives 504 within --origin-timeout + 2 s; other clients keep ≥ 95%, descriptors and memory back",
     "proxy/origin-garbage: garbage from the origin (bad chunk, not HTTP, unrequested response, reset, close) becomes a 502 or a cut connection, never a hang or a smuggled reply; other clients keep ≥ 95%",
+    "proxy/origin-answers-early: a body the origin answered before it came (a 401 sent at once) is never read as the client's next request — the answer says Connection: close, no second response follows, the connection closes; other clients keep ≥ 95%",
     "load/origin-crash: evq load with its origin killed halfway ends on time with exit 0, every connection counted as a reply or an error of the right kind, memory within its bound",
     "load/origin-stall: evq load against an origin that never answers counts client timeouts, ends on time with exit 0, memory within its bound",
     "load/origin-garbage: evq load against a chunked body that breaks off counts the error, ends with exit 0, memory within its bound",
@@ -65,6 +66,7 @@ pub(super) const FAULT_CLAIMS: [&str; 53] = [
     "proxy-completion/origin-crash-restart: the origin killed mid-run gives prompt 502s (no hangs), and evq proxy --io completion serves again within 1 s of a restart at ≥ 95% of its throughput before the crash",
     "proxy-completion/origin-stall: an origin that never answers gives 504 within --origin-timeout + 2 s through evq proxy --io completion; other clients keep ≥ 95%, descriptors and memory back",
     "proxy-completion/origin-garbage: garbage from the origin becomes a 502 or a cut connection through evq proxy --io completion, never a hang or a smuggled reply; other clients keep ≥ 95%",
+    "proxy-completion/origin-answers-early: a body the origin answered before it came is never read as the client's next request by evq proxy --io completion — Connection: close, no second response, the connection closed; other clients keep ≥ 95%",
 ];
 
 const SOAK_FLAT: &str = "over the soak, evq serve's and evq proxy's anonymous memory and descriptor count stay flat (after the first tenth: ≤ 100 KiB/min and ≤ 1 descriptor/min)";
