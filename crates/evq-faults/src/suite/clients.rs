@@ -49,7 +49,9 @@ fn big_path(target: Target) -> String {
     }
 }
 
-fn connect(addr: SocketAddr, t: &Tally) -> Option<std::net::TcpStream> {
+/// A hostile client's connection from [`HOSTILE_SOURCE`]; a failure is
+/// tallied ("connect failed", with the error as a note) and gives `None`.
+pub(super) fn connect(addr: SocketAddr, t: &Tally) -> Option<std::net::TcpStream> {
     match peer::connect(HOSTILE_SOURCE, addr, CONNECT_TIMEOUT) {
         Ok(s) => Some(s),
         Err(e) => {

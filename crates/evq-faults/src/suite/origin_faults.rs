@@ -16,7 +16,6 @@ use super::row::{Check, FaultRow, Throughput};
 use super::trial::{fetch, start_origin, Trial};
 use super::{SuiteConfig, Target};
 use crate::http::{self, ReadError, ResponseReader};
-use crate::peer::{self, HOSTILE_SOURCE};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -126,13 +125,8 @@ pub(crate) fn stall(cfg: &SuiteConfig, target: Target) -> FaultRow {
     };
     let addr = trial.addr();
     let fault = Repeat::new(threads, Duration::from_millis(100), move |t| {
-        let mut s = match peer::connect(HOSTILE_SOURCE, addr, Duration::from_secs(10)) {
-            Ok(s) => s,
-            Err(e) => {
-                t.add("connect failed");
-                t.note(format!("connect: {e}"));
-                return;
-            }
+        let Some(mut s) = super::clients::connect(addr, t) else {
+            return;
         };
         let asked = Instant::now();
         if s.write_all(&http::get("/stall", &[], false)).is_err() {
@@ -223,13 +217,8 @@ pub(crate) fn garbage(cfg: &SuiteConfig, target: Target) -> FaultRow {
     let turn = std::sync::atomic::AtomicUsize::new(0);
     let fault = Repeat::new(2, Duration::from_secs_f64(2.0 / rate), move |t: &Tally| {
         let path = GARBAGE[turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % GARBAGE.len()];
-        let mut s = match peer::connect(HOSTILE_SOURCE, addr, Duration::from_secs(10)) {
-            Ok(s) => s,
-            Err(e) => {
-                t.add("connect failed");
-                t.note(format!("connect: {e}"));
-                return;
-            }
+        let Some(mut s) = super::clients::connect(addr, t) else {
+            return;
         };
         if s.write_all(&http::get(path, &[], false)).is_err() {
             t.add("request not sent");
@@ -247,16 +236,32 @@ pub(crate) fn garbage(cfg: &SuiteConfig, target: Target) -> FaultRow {
             }
         }
         let (ok, what) = garbage_outcome(path, got, &extra);
-        if ok {
-            t.add("handled");
-        } else {
-            t.add("mishandled");
-            t.note(what);
-        }
+        handled_or_not(t, ok, what);
     });
+    all_handled(
+        trial,
+        fault,
+        "every garbage answer became a 502 or a cut connection (never a hang, never passed on as good)",
+    )
+}
+
+/// Tallies one hostile client's outcome: "handled", or "mishandled" with
+/// `what` as a note.
+fn handled_or_not(t: &Tally, ok: bool, what: String) {
+    if ok {
+        t.add("handled");
+    } else {
+        t.add("mishandled");
+        t.note(what);
+    }
+}
+
+/// Runs `fault` over the standard procedure; its check, `what`, holds if some
+/// hostile clients were handled and none mishandled.
+fn all_handled(trial: Trial<'_>, fault: Repeat, what: &str) -> FaultRow {
     super::clients::repeated(trial, &[], fault, Duration::from_secs(10), |t, trial| {
         trial.check(Check::new(
-            "every garbage answer became a 502 or a cut connection (never a hang, never passed on as good)",
+            what,
             t.get("mishandled") == 0 && t.get("handled") > 0,
             t.describe(),
         ));
@@ -280,13 +285,8 @@ pub(crate) fn answers_early(cfg: &SuiteConfig, target: Target) -> FaultRow {
     };
     let addr = trial.addr();
     let fault = Repeat::new(2, Duration::from_secs_f64(2.0 / rate), move |t: &Tally| {
-        let mut s = match peer::connect(HOSTILE_SOURCE, addr, Duration::from_secs(10)) {
-            Ok(s) => s,
-            Err(e) => {
-                t.add("connect failed");
-                t.note(format!("connect: {e}"));
-                return;
-            }
+        let Some(mut s) = super::clients::connect(addr, t) else {
+            return;
         };
         let head = format!(
             "POST /early HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {EARLY_BODY}\r\n\r\n"
@@ -297,20 +297,13 @@ pub(crate) fn answers_early(cfg: &SuiteConfig, target: Target) -> FaultRow {
         }
         let mut reader = ResponseReader::new();
         let (ok, what) = early_outcome(&mut s, &mut reader);
-        if ok {
-            t.add("handled");
-        } else {
-            t.add("mishandled");
-            t.note(what);
-        }
+        handled_or_not(t, ok, what);
     });
-    super::clients::repeated(trial, &[], fault, Duration::from_secs(10), |t, trial| {
-        trial.check(Check::new(
-            "the early answer came with Connection: close, and the rest of the body was never read as a request: no second response, the connection closed",
-            t.get("mishandled") == 0 && t.get("handled") > 0,
-            t.describe(),
-        ));
-    })
+    all_handled(
+        trial,
+        fault,
+        "the early answer came with Connection: close, and the rest of the body was never read as a request: no second response, the connection closed",
+    )
 }
 
 /// One hostile client's exchange after its head went out: the early answer,
