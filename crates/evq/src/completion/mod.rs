@@ -116,7 +116,15 @@
 //!    kernel's worker threads (io-wq), so a send_file costs a thread hop per step;
 //!    pipes are grown to 1 MiB where the per-user pipe limit allows, to take fewer
 //!    steps. A file shorter than asked completes with the short count; an error
-//!    completes with the error, even after some bytes went.
+//!    completes with the error, even after some bytes went. A worker can let go
+//!    of its request after the completion was taken; with `DEFER_TASKRUN` the
+//!    request, and its reference to the socket, is then freed by task work at
+//!    the ring's next entry (the kernel's `io_free_req`), so a socket closed
+//!    with `close(2)` right after its `send_file` may stay connected until the
+//!    thread next waits on the ring or calls [`CompletionRing::run_kernel_work`]
+//!    — a loop does at once; a thread that stops using the ring should close
+//!    through it and take that close's completion ([`CompletionRing::close`]),
+//!    or enter it once more.
 //! n) **A zero-copy send has two ends.** `IORING_OP_SEND_ZC`'s own CQE says how
 //!    much was queued; the pages stay pinned until a second CQE with
 //!    `IORING_CQE_F_NOTIF` (announced by `IORING_CQE_F_MORE` on the first) — for
