@@ -1554,11 +1554,13 @@ impl CompletionRelay {
             cl.close_after = true;
         }
         // Answered before the body was all here: the rest is not a request
-        // (`Exchange::body_left_behind`).
+        // (`Exchange::body_left_behind`; `keep_alive` turned false with the
+        // response head, so the connection closes after it), and it may still
+        // be coming: linger.
         let left_behind = ex.body_left_behind();
         if left_behind {
+            debug_assert!(cl.close_after, "a body left behind keeps no connection");
             self.report.answered_before_body += 1;
-            cl.close_after = true;
             cl.linger_after = !cl.sock.input_ended;
             if let Some(io) = cl.io.as_mut() {
                 io.input.clear();

@@ -993,11 +993,13 @@ impl Relay {
             c.close_after = true;
         }
         // Answered before the body was all here: the rest is not a request
-        // (`Exchange::body_left_behind`).
+        // (`Exchange::body_left_behind`; `keep_alive` turned false with the
+        // response head, so the connection closes after it), and it may still
+        // be coming: linger.
         let left_behind = c.ex.body_left_behind();
         if left_behind {
+            debug_assert!(c.close_after, "a body left behind keeps no connection");
             self.report.answered_before_body += 1;
-            c.close_after = true;
             c.linger_after = !c.eof;
             c.in_len = 0;
         }
